@@ -1,0 +1,228 @@
+//! Settings of the host-side checks: `[checks.xid]`, `[checks.pcie]`, `[checks.ib]`, `[checks.mounts]`.
+
+use crate::{Action, Severity};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// `[checks.xid]`: NVIDIA XID errors in the kernel log.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct XidSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// Kernel log to read: `/dev/kmsg` (under `--root`), or a file in kmsg
+    /// record format for replay and tests.
+    pub kmsg_file: PathBuf,
+    /// How long an XID of each severity keeps the check at that severity, in
+    /// seconds. `down` XIDs stay until reboot whatever this says.
+    pub window_s: WindowsBySeverity,
+    /// XIDs 13 and 31 seen this many times on one GPU inside `repeat_window_s` escalate.
+    pub repeat_count: u32,
+    pub repeat_window_s: u64,
+    /// Severity of a repeated 13/31.
+    pub repeat_severity: Severity,
+    /// Overrides of the built-in catalog, keyed by XID number.
+    pub catalog: BTreeMap<String, XidRule>,
+}
+
+impl Default for XidSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            kmsg_file: PathBuf::from("/dev/kmsg"),
+            window_s: WindowsBySeverity::default(),
+            repeat_count: 3,
+            repeat_window_s: 3600,
+            repeat_severity: Severity::Drain,
+            catalog: BTreeMap::new(),
+        }
+    }
+}
+
+/// Per-severity windows, in seconds.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WindowsBySeverity {
+    pub warning: u64,
+    pub drain: u64,
+}
+
+impl Default for WindowsBySeverity {
+    fn default() -> Self {
+        Self {
+            warning: 3600,
+            drain: 7 * 86400,
+        }
+    }
+}
+
+/// One catalog entry: what an XID means for the node.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct XidRule {
+    pub severity: Severity,
+    #[serde(default = "default_action")]
+    pub action: Action,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+fn default_action() -> Action {
+    Action::Investigate
+}
+
+/// `[checks.pcie]`: link speed and width, AER counters of NVIDIA and Mellanox functions.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PcieSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// PCI vendor ids to watch (hex, as sysfs writes them).
+    pub vendors: Vec<String>,
+    /// Expected devices per vendor/class; a missing device is `down`.
+    pub expect: Vec<PcieExpectation>,
+    /// Severity when `aer_dev_fatal` grows between runs.
+    pub aer_fatal_severity: Severity,
+    /// Severity when `aer_dev_nonfatal` grows between runs.
+    pub aer_nonfatal_severity: Severity,
+    /// `aer_dev_correctable` growth per hour above this is a `warning`; 0 disables.
+    pub aer_correctable_per_hour: u64,
+}
+
+impl Default for PcieSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            vendors: vec!["0x10de".into(), "0x15b3".into()],
+            expect: Vec::new(),
+            aer_fatal_severity: Severity::Drain,
+            aer_nonfatal_severity: Severity::Warning,
+            aer_correctable_per_hour: 0,
+        }
+    }
+}
+
+/// Devices a node must have, e.g. 8 GPUs at Gen5 x16.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PcieExpectation {
+    /// A name for messages: `gpu`, `hca`.
+    pub name: String,
+    /// Vendor id, e.g. `0x10de`.
+    pub vendor: String,
+    /// Class prefix, e.g. `0x0302` (3D controller) or `0x0207` (InfiniBand).
+    #[serde(default)]
+    pub class: Option<String>,
+    pub count: usize,
+    /// Expected link speed in GT/s (e.g. 32 for Gen5); a lower current speed is `drain`.
+    #[serde(default)]
+    pub speed_gts: Option<f64>,
+    /// Expected link width; a narrower current width is `drain`.
+    #[serde(default)]
+    pub width: Option<u32>,
+}
+
+/// `[checks.ib]`: InfiniBand ports.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct IbSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// Expected number of HCAs with InfiniBand ports (ports excluded below do not count).
+    pub expected_hcas: Option<usize>,
+    /// Expected port rate in Gb/s; a lower rate is `drain`.
+    pub expected_rate_gbps: Option<f64>,
+    /// Ports to skip, as `device:port` (`mlx5_8:1`) or a device name: management NICs, Ethernet.
+    pub exclude: Vec<String>,
+    /// Skip ports whose `link_layer` is Ethernet.
+    pub skip_ethernet: bool,
+    /// Error-counter growth per hour: above `warning` is a `warning`, above `drain` a `drain`.
+    pub counters: BTreeMap<String, CounterRate>,
+}
+
+impl Default for IbSettings {
+    fn default() -> Self {
+        let mut counters = BTreeMap::new();
+        for (name, warning, drain) in [
+            ("symbol_error", 100.0, 10_000.0),
+            ("link_downed", 1.0, 10.0),
+            ("link_error_recovery", 1.0, 10.0),
+            ("port_rcv_errors", 100.0, 10_000.0),
+            ("local_link_integrity_errors", 1.0, 100.0),
+            ("excessive_buffer_overrun_errors", 1.0, 100.0),
+        ] {
+            counters.insert(
+                name.to_string(),
+                CounterRate {
+                    warning_per_hour: warning,
+                    drain_per_hour: drain,
+                },
+            );
+        }
+        Self {
+            enabled: true,
+            deadline_s: None,
+            expected_hcas: None,
+            expected_rate_gbps: None,
+            exclude: Vec::new(),
+            skip_ethernet: true,
+            counters,
+        }
+    }
+}
+
+/// Thresholds on a counter's growth rate.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CounterRate {
+    pub warning_per_hour: f64,
+    pub drain_per_hour: f64,
+}
+
+/// `[checks.mounts]`: filesystems jobs need.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MountsSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// A mount whose `statfs` takes longer than this is hung (`down`).
+    pub statfs_timeout_s: f64,
+    pub expect: Vec<MountExpectation>,
+}
+
+impl Default for MountsSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            statfs_timeout_s: 2.0,
+            expect: Vec::new(),
+        }
+    }
+}
+
+/// One mount point a node must have.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MountExpectation {
+    pub path: PathBuf,
+    /// Filesystem type as mountinfo shows it (`nfs4`, `lustre`, `xfs`).
+    #[serde(default)]
+    pub fstype: Option<String>,
+    /// Options that must be present (`rw`).
+    #[serde(default = "default_mount_options")]
+    pub options: Vec<String>,
+    /// Below this free-space percentage: `warning`.
+    #[serde(default)]
+    pub min_free_percent: Option<f64>,
+    /// Below this free-inode percentage: `warning`.
+    #[serde(default)]
+    pub min_free_inodes_percent: Option<f64>,
+}
+
+fn default_mount_options() -> Vec<String> {
+    vec!["rw".to_string()]
+}

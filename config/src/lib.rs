@@ -1,0 +1,67 @@
+//! The schema of `lemonade.toml`, the one configuration file of Lemonade.
+//!
+//! The file has a section per component (`[slurm]`, `[store]`, `[checks.xid]`,
+//! `[policy]`, `[lemon]`, ...). Per-node overrides are `[[node]]` blocks whose
+//! `hosts` is a Slurm hostlist; the blocks that match a node are merged over the
+//! base in file order, so later blocks win:
+//!
+//! ```toml
+//! [checks.gpu]
+//! expected_count = 8
+//!
+//! [[node]]
+//! hosts = "cpu[001-016]"
+//! checks.gpu.expected_count = 0
+//! ```
+//!
+//! Unknown keys and wrong types are errors that name the file, the line and
+//! the key. Every section has defaults, so an empty file is a valid config.
+
+mod checks;
+mod gpu_checks;
+mod lemon;
+mod load;
+mod node;
+mod severity;
+
+pub use checks::*;
+pub use gpu_checks::*;
+pub use lemon::*;
+pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
+pub use node::*;
+pub use severity::{Action, Severity};
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration as one node (or the head node) sees it, overrides applied.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub slurm: SlurmSettings,
+    pub store: StoreSettings,
+    pub spool: SpoolSettings,
+    pub engine: EngineSettings,
+    pub policy: PolicySettings,
+    pub checks: ChecksSettings,
+    pub lemon: LemonSettings,
+    /// The `[[node]]` override blocks as written. [`load`] has already applied
+    /// the ones matching the node, and leaves this empty.
+    #[serde(skip_serializing)]
+    pub node: Vec<toml::Table>,
+}
+
+/// Settings of every check, one sub-section each (`[checks.xid]`, ...).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChecksSettings {
+    pub xid: XidSettings,
+    pub pcie: PcieSettings,
+    pub ib: IbSettings,
+    pub mounts: MountsSettings,
+    pub gpu: GpuSettings,
+    pub ecc: EccSettings,
+    pub nvlink: NvlinkSettings,
+    pub gpu_pcie: GpuPcieSettings,
+    pub clocks: ClocksSettings,
+    pub gpu_procs: GpuProcsSettings,
+}

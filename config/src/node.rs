@@ -1,0 +1,128 @@
+//! Node-side sections: where things live, how long things may take, what we do to Slurm.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[slurm]`: how to reach Slurm's commands. Prolog, epilog and HealthCheckProgram
+/// run without `PATH` or `SLURM_CONF`, so everything is absolute.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlurmSettings {
+    /// Directory holding `scontrol`, `sinfo`, `sacct`, `sacctmgr`, `squeue`.
+    pub bin_dir: PathBuf,
+    /// `SLURM_CONF` to pass to the commands; unset means Slurm's own default.
+    pub conf: Option<PathBuf>,
+    /// Deadline of one Slurm command, in seconds.
+    pub command_timeout_s: f64,
+}
+
+impl Default for SlurmSettings {
+    fn default() -> Self {
+        Self {
+            bin_dir: PathBuf::from("/usr/bin"),
+            conf: None,
+            command_timeout_s: 10.0,
+        }
+    }
+}
+
+/// `[store]`: the node's SQLite history.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// Node-local disk only: WAL does not work over NFS.
+    pub path: PathBuf,
+    /// Runs older than this are pruned.
+    pub retention_days: u32,
+    /// How long a run waits for another run (timer and prolog at once) to finish.
+    pub lock_wait_ms: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            path: PathBuf::from("/var/lib/lemonade/node.db"),
+            retention_days: 90,
+            lock_wait_ms: 2000,
+        }
+    }
+}
+
+/// `[spool]`: the per-node export that the head node's `lemon` reads.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpoolSettings {
+    /// Shared directory; one file per node. Unset disables the export.
+    pub dir: Option<PathBuf>,
+    /// The node's file is cut from the front (oldest records) past this size.
+    pub max_bytes: u64,
+}
+
+impl Default for SpoolSettings {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            max_bytes: 8 << 20,
+        }
+    }
+}
+
+/// `[engine]`: deadlines of a run.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineSettings {
+    /// The whole run ends by then, whatever hangs.
+    pub run_deadline_s: f64,
+    /// Default deadline of one check; a check's own `deadline_s` wins.
+    pub check_deadline_s: f64,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            run_deadline_s: 30.0,
+            check_deadline_s: 10.0,
+        }
+    }
+}
+
+/// `[policy]`: what findings do to the node's Slurm state.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicySettings {
+    /// Print the scontrol commands instead of running them.
+    pub dry_run: bool,
+    /// `unknown` on the same check this many runs in a row becomes a `warning`.
+    pub unknown_runs_to_warning: u32,
+    /// Consecutive clean runs before a node we drained is resumed.
+    pub clean_runs_to_resume: u32,
+    /// Checks whose findings clear by themselves (a mount coming back).
+    pub auto_resume_checks: Vec<String>,
+    /// Fleet breaker: do not act when more than this fraction of the partition
+    /// already carries an `hc:` reason with the same code.
+    pub fleet_breaker_fraction: f64,
+    /// How `down` takes the node out: `down` (State=DOWN, jobs requeued by
+    /// slurmctld) or `drain-requeue` (DRAIN, then `scontrol requeue` of its jobs).
+    pub down_action: DownAction,
+}
+
+impl Default for PolicySettings {
+    fn default() -> Self {
+        Self {
+            dry_run: false,
+            unknown_runs_to_warning: 3,
+            clean_runs_to_resume: 2,
+            auto_resume_checks: vec!["mounts".to_string()],
+            fleet_breaker_fraction: 0.10,
+            down_action: DownAction::Down,
+        }
+    }
+}
+
+/// How a `down` finding takes the node out of service.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DownAction {
+    Down,
+    DrainRequeue,
+}

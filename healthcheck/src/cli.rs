@@ -1,0 +1,159 @@
+//! The `healthcheck` command line. Kept in the library so that packaging can
+//! generate the man page and completions from the same definitions.
+
+use crate::check::Profile;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "healthcheck",
+    version,
+    about = "Lemonade's node health checks: XID, ECC, NVLink, PCIe, InfiniBand, mounts.",
+    long_about = "Lemonade's node health checks.\n\n\
+        With no subcommand, runs the periodic profile and applies the node-state policy: \
+        this is what Slurm's HealthCheckProgram and the systemd timer run.\n\n\
+        Exit codes follow Nagios: 0 ok, 1 warning, 2 drain or down, 3 unknown.",
+    after_help = "Run one check by name: `healthcheck xid`, `healthcheck pcie`, ... (see `healthcheck list`).",
+    allow_external_subcommands = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// Config file.
+    #[arg(long, global = true, env = "LEMONADE_CONFIG", default_value = lemonade_config::DEFAULT_PATH)]
+    pub config: PathBuf,
+    /// Root directory the checks read from: `/` on a node, a fixture or unpacked snapshot otherwise.
+    #[arg(long, global = true, default_value = "/")]
+    pub root: PathBuf,
+    /// Slurm node name (default: $SLURMD_NODENAME, then the short host name).
+    #[arg(long, global = true)]
+    pub node: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the configured suite (or the named checks) once.
+    Run(RunArgs),
+    /// Show the checks, their profiles and settings.
+    List,
+    /// Show recorded runs and findings.
+    History(HistoryArgs),
+    /// Capture what the checks read into a .tar.gz, for replay with `run --root`.
+    Snapshot {
+        /// Archive to write.
+        out: PathBuf,
+    },
+    /// A check's name: run that check alone, e.g. `healthcheck xid`.
+    #[command(external_subcommand)]
+    Check(Vec<String>),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Run only these checks (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub checks: Option<Vec<String>>,
+    /// Which suite to run.
+    #[arg(long, value_enum, default_value = "full")]
+    pub profile: Profile,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+    /// Do not write the run to the node database (nor save counters).
+    #[arg(long)]
+    pub no_record: bool,
+    /// Read the kernel log from this file (kmsg record format) instead of the configured one.
+    #[arg(long)]
+    pub kmsg_file: Option<PathBuf>,
+    /// Also write node_exporter textfile metrics here, atomically.
+    #[arg(long)]
+    pub prometheus_textfile: Option<PathBuf>,
+    /// Pretend the time is this (unix seconds): replays and tests.
+    #[arg(long, hide = true)]
+    pub now: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// How far back: `24h`, `7d`, `30m`, a date (`2026-11-01`) or RFC 3339 time.
+    #[arg(long, default_value = "24h")]
+    pub since: String,
+    /// Also list runs whose findings were all ok.
+    #[arg(long)]
+    pub all: bool,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+    /// At most this many runs.
+    #[arg(long, default_value_t = 200)]
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+/// Parses `--since`: a span back from `now` (`90s`, `30m`, `24h`, `7d`), a date, or RFC 3339.
+pub fn parse_since(
+    text: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let t = text.trim();
+    if let Some(unit) = t.chars().last().filter(|c| c.is_ascii_alphabetic()) {
+        if let Ok(n) = t[..t.len() - 1].parse::<i64>() {
+            let seconds = match unit {
+                's' => n,
+                'm' => n * 60,
+                'h' => n * 3600,
+                'd' => n * 86_400,
+                'w' => n * 7 * 86_400,
+                _ => {
+                    return Err(format!(
+                        "--since `{t}`: unknown unit `{unit}` (use s, m, h, d or w)"
+                    ))
+                }
+            };
+            return Ok(now - chrono::Duration::seconds(seconds));
+        }
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
+    }
+    Err(format!("--since `{t}`: expected a span like 24h or 7d, a date like 2026-11-01, or an RFC 3339 time"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_accepts_spans_dates_and_times() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-20T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(
+            parse_since("2h", now).unwrap().to_rfc3339(),
+            "2026-11-20T10:00:00+00:00"
+        );
+        assert_eq!(
+            parse_since("1d", now).unwrap().to_rfc3339(),
+            "2026-11-19T12:00:00+00:00"
+        );
+        assert_eq!(
+            parse_since("2026-11-01", now).unwrap().to_rfc3339(),
+            "2026-11-01T00:00:00+00:00"
+        );
+        assert!(parse_since("3y", now).is_err());
+        assert!(parse_since("yesterday", now).is_err());
+    }
+}

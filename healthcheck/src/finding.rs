@@ -1,0 +1,114 @@
+//! A finding: what one check concluded about one entity.
+
+use lemonade_config::{Action, Severity};
+use serde::{Deserialize, Serialize};
+
+/// One conclusion of one check about one entity (`gpu3`, `mlx5_2:1`, `/checkpoint`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The check's name, e.g. `xid`.
+    pub check: String,
+    /// What it is about: `gpu3`, `mlx5_2:1`, `/checkpoint`, or `node`.
+    pub entity: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// Stable code: `OK`, `XID_79`, `PCIE_WIDTH_DEGRADED`, `MOUNT_HUNG`.
+    pub code: String,
+    pub severity: Severity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual: Option<String>,
+    pub action: Action,
+    pub message: String,
+}
+
+/// Code of a healthy finding.
+pub const OK: &str = "OK";
+
+impl Finding {
+    /// A finding with the given code and severity; refine it with the builder methods.
+    pub fn new(
+        check: &str,
+        entity: impl Into<String>,
+        code: impl Into<String>,
+        severity: Severity,
+    ) -> Finding {
+        Finding {
+            check: check.to_string(),
+            entity: entity.into(),
+            pci_bus_id: None,
+            uuid: None,
+            code: code.into(),
+            severity,
+            expected: None,
+            actual: None,
+            action: if severity == Severity::Ok {
+                Action::None
+            } else {
+                Action::Investigate
+            },
+            message: String::new(),
+        }
+    }
+
+    /// A healthy entity.
+    pub fn ok(check: &str, entity: impl Into<String>) -> Finding {
+        Finding::new(check, entity, OK, Severity::Ok)
+    }
+
+    /// The check could not run; never drains by itself.
+    pub fn unknown(
+        check: &str,
+        entity: impl Into<String>,
+        code: &str,
+        message: impl Into<String>,
+    ) -> Finding {
+        Finding::new(check, entity, code, Severity::Unknown).message(message)
+    }
+
+    pub fn expected(mut self, value: impl ToString) -> Self {
+        self.expected = Some(value.to_string());
+        self
+    }
+
+    pub fn actual(mut self, value: impl ToString) -> Self {
+        self.actual = Some(value.to_string());
+        self
+    }
+
+    pub fn action(mut self, action: Action) -> Self {
+        self.action = action;
+        self
+    }
+
+    pub fn message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
+    pub fn pci(mut self, bus_id: impl Into<String>) -> Self {
+        self.pci_bus_id = Some(bus_id.into());
+        self
+    }
+
+    pub fn uuid(mut self, uuid: impl Into<String>) -> Self {
+        self.uuid = Some(uuid.into());
+        self
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.severity == Severity::Ok
+    }
+}
+
+/// The worst severity among findings; `ok` when there are none.
+pub fn worst<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> Severity {
+    findings
+        .into_iter()
+        .map(|f| f.severity)
+        .max()
+        .unwrap_or(Severity::Ok)
+}

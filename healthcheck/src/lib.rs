@@ -1,0 +1,25 @@
+//! Lemonade's node health checks.
+//!
+//! A run gathers each check's inputs through [`root::NodeRoot`] (the real `/`
+//! or a fixture tree), evaluates them with pure functions into
+//! [`finding::Finding`]s, and records the run in the node database.
+//!
+//! * [`check`]: the [`check::Check`] trait every check implements.
+//! * [`checks`]: the checks themselves, one module each.
+//! * [`engine`]: runs checks in parallel, each under its deadline.
+//! * [`record`]: the run against the node database (state in, findings out).
+//! * [`output`]: human table, JSON, Prometheus textfile.
+//! * [`snapshot`]: capture what the checks read, for offline replay.
+
+pub mod check;
+pub mod checks;
+pub mod cli;
+pub mod engine;
+pub mod finding;
+pub mod history;
+pub mod output;
+pub mod record;
+pub mod root;
+pub mod snapshot;
+
+pub use lemonade_config::{Action, Config, Severity};

@@ -1,0 +1,195 @@
+//! `healthcheck`: see `healthcheck --help`.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use healthcheck::check::{JobContext, Profile};
+use healthcheck::cli::{parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
+use healthcheck::record::{self, RunOptions, Trigger};
+use healthcheck::root::NodeRoot;
+use healthcheck::{checks, history, output, snapshot};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Nagios's "unknown": our own failure is never reported as a node problem.
+const EXIT_UNKNOWN: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap exits 2 on usage errors, which would read as "drain".
+            return ExitCode::from(if e.use_stderr() { EXIT_UNKNOWN } else { 0 });
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("healthcheck: {e:#}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<u8> {
+    let global = cli.global;
+    match cli.command {
+        None => run(&global, periodic_args(), Trigger::Periodic),
+        Some(Command::Run(args)) => run(&global, args, Trigger::Manual),
+        Some(Command::Check(argv)) => {
+            // `healthcheck xid --format json` is `healthcheck run --checks xid --format json`.
+            let mut words = vec!["run".to_string(), "--checks".to_string()];
+            words.extend(argv);
+            let args = RunArgs::from_run_words(&words)?;
+            run(&global, args, Trigger::Manual)
+        }
+        Some(Command::List) => list(&global),
+        Some(Command::History(args)) => {
+            let config = load_config(&global).context("cannot read the config")?;
+            let store = lemonade_sql::node::NodeStore::open(
+                &config.store.path,
+                std::time::Duration::from_millis(config.store.lock_wait_ms),
+            )?;
+            let since = parse_since(&args.since, chrono::Utc::now()).map_err(anyhow::Error::msg)?;
+            print!(
+                "{}",
+                history::render(&store, since.timestamp(), args.all, args.limit, args.format)?
+            );
+            Ok(0)
+        }
+        Some(Command::Snapshot { out }) => {
+            let config = load_config(&global).context("cannot read the config")?;
+            let report = snapshot::capture(
+                &config,
+                &checks::all(),
+                &global.root,
+                &node_name(&global),
+                &out,
+            )?;
+            eprintln!(
+                "wrote {} ({} findings, worst {})",
+                out.display(),
+                report.findings.len(),
+                report.worst
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// What a bare `healthcheck` runs: the periodic profile, recorded.
+fn periodic_args() -> RunArgs {
+    RunArgs {
+        checks: None,
+        profile: Profile::Periodic,
+        format: Format::Human,
+        no_record: false,
+        kmsg_file: None,
+        prometheus_textfile: None,
+        now: None,
+    }
+}
+
+trait FromRunWords: Sized {
+    fn from_run_words(words: &[String]) -> Result<Self>;
+}
+
+impl FromRunWords for RunArgs {
+    fn from_run_words(words: &[String]) -> Result<Self> {
+        #[derive(clap::Parser)]
+        #[command(name = "healthcheck", no_binary_name = true)]
+        struct Wrapper {
+            #[command(subcommand)]
+            command: Command,
+        }
+        match Wrapper::try_parse_from(words)?.command {
+            Command::Run(args) => Ok(args),
+            _ => unreachable!("the words start with `run`"),
+        }
+    }
+}
+
+fn load_config(
+    global: &GlobalArgs,
+) -> Result<lemonade_config::Config, lemonade_config::ConfigError> {
+    lemonade_config::load(&global.config, Some(&node_name(global)))
+}
+
+fn node_name(global: &GlobalArgs) -> String {
+    global
+        .node
+        .clone()
+        .or_else(|| {
+            std::env::var("SLURMD_NODENAME")
+                .ok()
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or_else(|| {
+            let host = nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            host.split('.').next().unwrap_or("localhost").to_string()
+        })
+}
+
+fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
+    let mut config = load_config(global);
+    if let (Ok(c), Some(kmsg)) = (config.as_mut(), &args.kmsg_file) {
+        c.checks.xid.kmsg_file = kmsg.clone();
+    }
+    let now = match args.now {
+        Some(t) => chrono::DateTime::from_timestamp(t, 0).context("--now is out of range")?,
+        None => chrono::Utc::now(),
+    };
+    let opts = RunOptions {
+        node: node_name(global),
+        root: Arc::new(NodeRoot::new(&global.root)),
+        profile: args.profile,
+        only: args.checks.clone(),
+        trigger,
+        job: None::<JobContext>,
+        record: !args.no_record,
+        now,
+    };
+    let report = record::execute(config, &checks::all(), &opts).map_err(anyhow::Error::msg)?;
+    match args.format {
+        Format::Human => print!("{}", output::human(&report)),
+        Format::Json => println!("{}", output::json(&report)),
+    }
+    if let Some(path) = &args.prometheus_textfile {
+        output::write_atomically(path, output::prometheus(&report).as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(report.exit_code as u8)
+}
+
+fn list(global: &GlobalArgs) -> Result<u8> {
+    let config = load_config(global);
+    let config_ok = config.as_ref().ok().cloned().unwrap_or_default();
+    if let Err(e) = &config {
+        println!("config error (every check would be unknown): {e}\n");
+    }
+    println!(
+        "{:<10} {:<8} {:<28} {:<9} SUMMARY",
+        "CHECK", "ENABLED", "PROFILES", "DEADLINE"
+    );
+    for check in checks::all() {
+        let settings = check.settings(&config_ok);
+        let profiles: Vec<&str> = check.profiles().iter().map(|p| p.as_str()).collect();
+        let deadline = settings
+            .deadline
+            .unwrap_or(std::time::Duration::from_secs_f64(
+                config_ok.engine.check_deadline_s,
+            ));
+        println!(
+            "{:<10} {:<8} {:<28} {:<9} {}",
+            check.name(),
+            if settings.enabled { "yes" } else { "no" },
+            profiles.join(","),
+            format!("{:.1}s", deadline.as_secs_f64()),
+            check.summary()
+        );
+        println!("           settings: {}", settings.all);
+    }
+    Ok(0)
+}

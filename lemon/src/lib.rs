@@ -1,0 +1,1 @@
+//! Placeholder until the lemon issue lands.

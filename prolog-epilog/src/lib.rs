@@ -1,0 +1,1 @@
+//! Placeholder until the Slurm-integration issue lands.

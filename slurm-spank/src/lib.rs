@@ -1,0 +1,1 @@
+//! Placeholder until the SPANK issue lands.

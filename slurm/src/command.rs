@@ -1,0 +1,227 @@
+//! Runs Slurm's commands: by absolute path, argv only (never a shell), under
+//! a deadline, with a known environment.
+//!
+//! Prolog, epilog and HealthCheckProgram run with no `PATH` and no
+//! `SLURM_CONF`, so [`SlurmCommands`] carries both. A slurmctld that does not
+//! answer must cost us a bounded time, never a hang.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Why a Slurm command did not give us its output.
+#[derive(Debug, Error)]
+pub enum CommandError {
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("{program} did not finish within {timeout:?} (killed)")]
+    Timeout { program: String, timeout: Duration },
+    #[error("{program} exited with {status}: {stderr}")]
+    Failed {
+        program: String,
+        status: String,
+        stderr: String,
+    },
+}
+
+/// Where Slurm's commands are and how long they may take.
+#[derive(Debug, Clone)]
+pub struct SlurmCommands {
+    pub bin_dir: PathBuf,
+    pub conf: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+/// A finished command's output.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl SlurmCommands {
+    pub fn new(
+        bin_dir: impl Into<PathBuf>,
+        conf: Option<PathBuf>,
+        timeout: Duration,
+    ) -> SlurmCommands {
+        SlurmCommands {
+            bin_dir: bin_dir.into(),
+            conf,
+            timeout,
+        }
+    }
+
+    /// Absolute path of a Slurm program.
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    /// Runs `name args...` and returns its output if it exits 0.
+    pub fn run(&self, name: &str, args: &[&str]) -> Result<Output, CommandError> {
+        self.run_with_env(name, args, &[])
+    }
+
+    /// Like [`run`](Self::run), with extra environment variables (e.g. `SLURM_TIME_FORMAT`).
+    pub fn run_with_env(
+        &self,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Output, CommandError> {
+        let program = self.program(name);
+        let mut cmd = Command::new(&program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.env_clear();
+        cmd.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+        cmd.env("LC_ALL", "C");
+        if let Some(conf) = &self.conf {
+            cmd.env("SLURM_CONF", conf);
+        } else if let Ok(conf) = std::env::var("SLURM_CONF") {
+            cmd.env("SLURM_CONF", conf);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        run_bounded(cmd, &program, self.timeout)
+    }
+
+    /// How the command would be run, for `--dry-run` and logs: `/usr/bin/scontrol update ...`,
+    /// with arguments quoted only for display.
+    pub fn display(&self, name: &str, args: &[&str]) -> String {
+        let mut s = self.program(name).display().to_string();
+        for a in args {
+            s.push(' ');
+            if a.chars()
+                .any(|c| c.is_whitespace() || c == '"' || c == '\'')
+            {
+                s.push('\'');
+                s.push_str(&a.replace('\'', "'\\''"));
+                s.push('\'');
+            } else {
+                s.push_str(a);
+            }
+        }
+        s
+    }
+}
+
+/// Spawns `cmd`, reads its output on threads (so a full pipe cannot block it),
+/// and kills it at `timeout`.
+pub fn run_bounded(
+    mut cmd: Command,
+    program: &Path,
+    timeout: Duration,
+) -> Result<Output, CommandError> {
+    let name = program.display().to_string();
+    let mut child = cmd.spawn().map_err(|source| CommandError::Spawn {
+        program: name.clone(),
+        source,
+    })?;
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        if let Some(o) = stdout.as_mut() {
+            let _ = o.read_to_end(&mut s);
+        }
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.read_to_end(&mut s);
+        }
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(CommandError::Timeout {
+                    program: name,
+                    timeout,
+                });
+            }
+            Ok(None) => std::thread::sleep(
+                Duration::from_millis(2)
+                    .max(timeout / 1000)
+                    .min(Duration::from_millis(20)),
+            ),
+            Err(source) => {
+                return Err(CommandError::Spawn {
+                    program: name,
+                    source,
+                })
+            }
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    if !status.success() {
+        return Err(CommandError::Failed {
+            program: name,
+            status: status.to_string(),
+            stderr: stderr.trim().to_string(),
+        });
+    }
+    Ok(Output { stdout, stderr })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_by_absolute_path_without_a_shell() {
+        let cmds = SlurmCommands::new("/bin", None, Duration::from_secs(5));
+        let out = cmds.run("echo", &["a b", "$HOME;", "`x`"]).unwrap();
+        assert_eq!(out.stdout, "a b $HOME; `x`\n");
+    }
+
+    #[test]
+    fn kills_a_command_past_its_deadline() {
+        let cmds = SlurmCommands::new("/bin", None, Duration::from_millis(200));
+        let start = Instant::now();
+        let err = cmds.run("sleep", &["10"]).unwrap_err();
+        assert!(matches!(err, CommandError::Timeout { .. }), "{err}");
+        assert!(start.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn reports_failure_with_stderr_and_missing_programs() {
+        let cmds = SlurmCommands::new("/bin", None, Duration::from_secs(5));
+        let err = cmds
+            .run("sh", &["-c", "echo nope >&2; exit 4"])
+            .unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+        let missing = SlurmCommands::new("/nonexistent", None, Duration::from_secs(1));
+        assert!(matches!(
+            missing.run("scontrol", &[]),
+            Err(CommandError::Spawn { .. })
+        ));
+    }
+
+    #[test]
+    fn display_quotes_only_for_people() {
+        let cmds = SlurmCommands::new("/usr/bin", None, Duration::from_secs(1));
+        assert_eq!(
+            cmds.display(
+                "scontrol",
+                &["update", "NodeName=n1", "Reason=hc: XID_79 gpu3"]
+            ),
+            "/usr/bin/scontrol update NodeName=n1 'Reason=hc: XID_79 gpu3'"
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! Slurm plumbing shared by every Lemonade binary.
+//!
+//! * [`hostlist`]: expand and compress Slurm hostlist expressions (`gpu[001-004,010]`).
+//! * [`command`]: Slurm's commands by absolute path, argv only, under a deadline.
+//! * [`reason`]: the reason prefixes we own (`hc:`, `lemon:`) and the 255-byte limit.
+
+pub mod command;
+pub mod hostlist;
+pub mod reason;

@@ -1,0 +1,67 @@
+//! Applies the `.sql` files of `sql/migrations/<schema>/` in order.
+//!
+//! Hand-written rather than a crate: it is a dozen lines over `user_version`,
+//! and the migrations stay plain SQL files that an administrator can read.
+
+use crate::{Schema, StoreError};
+use rusqlite::Connection;
+use std::path::Path;
+
+/// Migrations in order; the index + 1 is the schema version after applying it.
+const NODE: &[(&str, &str)] = &[(
+    "0001_runs_findings_state.sql",
+    include_str!("../migrations/node/0001_runs_findings_state.sql"),
+)];
+
+const LEMON: &[(&str, &str)] = &[];
+
+pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {
+    match schema {
+        Schema::Node => NODE,
+        Schema::Lemon => LEMON,
+    }
+}
+
+pub(crate) fn apply(conn: &Connection, path: &Path, schema: Schema) -> Result<(), StoreError> {
+    let list = migrations(schema);
+    let wrap = |source| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(wrap)?;
+    if version > list.len() as i64 {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            known: list.len() as i64,
+        });
+    }
+    for (index, (name, sql)) in list.iter().enumerate().skip(version as usize) {
+        let migration_error = |source| StoreError::Migration {
+            path: path.to_path_buf(),
+            name,
+            source,
+        };
+        // IMMEDIATE: two processes opening a fresh database at once must not both migrate.
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(migration_error)?;
+        let current: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(migration_error)?;
+        if current > index as i64 {
+            conn.execute_batch("COMMIT").map_err(migration_error)?;
+            continue;
+        }
+        let result = conn
+            .execute_batch(sql)
+            .and_then(|_| conn.pragma_update(None, "user_version", index as i64 + 1))
+            .and_then(|_| conn.execute_batch("COMMIT"));
+        if let Err(e) = result {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(migration_error(e));
+        }
+    }
+    Ok(())
+}
