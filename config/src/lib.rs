@@ -23,6 +23,7 @@ mod lemon;
 mod load;
 mod node;
 mod severity;
+mod xid;
 
 pub use checks::*;
 pub use gpu_checks::*;
@@ -30,6 +31,7 @@ pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
 pub use severity::{Action, Severity};
+pub use xid::*;
 
 use serde::{Deserialize, Serialize};
 

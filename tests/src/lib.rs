@@ -1,1 +1,34 @@
-//! Test support shared by the end-to-end tests.
+//! Test support shared by the fixture tests, the end-to-end tests and the benchmarks.
+//!
+//! * [`fixture`]: node trees (sysfs, procfs, kernel log) composed from the
+//!   healthy node and one overlay per fault.
+
+pub mod fixture;
+
+use std::path::PathBuf;
+
+/// The `tests/` directory of the repository.
+pub fn tests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    tests_dir()
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Where cargo puts the workspace's binaries for this build.
+pub fn target_bin_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    target.join(profile)
+}

@@ -3,7 +3,20 @@
 use crate::check::Check;
 use std::sync::Arc;
 
+pub mod gpu;
+pub mod ib;
+pub mod mounts;
+pub mod pcie;
+pub mod xid;
+
 /// Every check, in the order runs report them.
 pub fn all() -> Vec<Arc<dyn Check>> {
-    vec![]
+    let mut checks: Vec<Arc<dyn Check>> = vec![
+        Arc::new(xid::Xid),
+        Arc::new(pcie::Pcie),
+        Arc::new(ib::Ib),
+        Arc::new(mounts::Mounts),
+    ];
+    checks.extend(gpu::checks());
+    checks
 }

@@ -1,0 +1,3 @@
+fn main() {
+    println!("benchmarks: see bench/src/bin");
+}

@@ -1,0 +1,260 @@
+//! The spool export: how a compute node tells the head node what happened.
+//!
+//! Each node owns one file, `<spool dir>/<node>.jsonl`, which only that node
+//! writes, always by writing a temporary file and renaming it over the old one
+//! (readers never see half a file, even over NFS). One JSON object per line,
+//! each a [`Record`] with a per-node sequence number `seq` that only grows.
+//! Past `max_bytes` the oldest records are dropped.
+//!
+//! The head node reads the file incrementally: it remembers the last `seq`
+//! it took from each node (and the node's `epoch`, which changes when the node
+//! database is recreated, resetting `seq`).
+//!
+//! Task exits come from the SPANK plugin inside a forked task, where no
+//! database may be opened: they are appended to a node-local file (one
+//! `write(2)` per record, `O_APPEND`), see [`append_task_exit`], and folded
+//! into the export by the next healthcheck run.
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// One line of a node's export.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Per-node, strictly increasing.
+    pub seq: u64,
+    /// Identifies the node database that numbered `seq`; a new one restarts `seq`.
+    pub epoch: String,
+    pub node: String,
+    /// Unix seconds.
+    pub at: i64,
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+/// What a record says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Body {
+    /// A non-ok finding of a run.
+    Finding {
+        check: String,
+        entity: String,
+        code: String,
+        severity: String,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job_id: Option<String>,
+    },
+    /// Something that happened once, such as an XID line.
+    Event {
+        check: String,
+        entity: String,
+        code: String,
+        severity: String,
+        detail: String,
+    },
+    /// The prolog saw a job start on this node.
+    JobStart {
+        job_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+    },
+    /// The epilog saw a job end on this node.
+    JobEnd {
+        job_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+    },
+    /// One task of a job step ended (from the SPANK plugin).
+    TaskExit {
+        job_id: String,
+        step_id: String,
+        task_id: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+    },
+    /// We changed the node's Slurm state (drain, down, resume).
+    StateChange { action: String, reason: String },
+}
+
+#[derive(Debug, Error)]
+pub enum SpoolError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: malformed record: {message}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// The export file of `node` in `dir`.
+pub fn node_file(dir: &Path, node: &str) -> PathBuf {
+    dir.join(format!("{node}.jsonl"))
+}
+
+/// Appends `new` to the node's export, dropping the oldest lines past
+/// `max_bytes`, and replaces the file atomically.
+pub fn write(dir: &Path, node: &str, new: &[Record], max_bytes: u64) -> Result<(), SpoolError> {
+    let path = node_file(dir, node);
+    let io = |source| SpoolError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let old = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(io(e)),
+    };
+    let mut lines: Vec<&[u8]> = old
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let fresh: Vec<Vec<u8>> = new
+        .iter()
+        .map(|r| serde_json::to_vec(r).unwrap_or_default())
+        .collect();
+    lines.extend(fresh.iter().map(|v| v.as_slice()));
+    let mut total: u64 = lines.iter().map(|l| l.len() as u64 + 1).sum();
+    let mut first = 0;
+    while total > max_bytes && first < lines.len() {
+        total -= lines[first].len() as u64 + 1;
+        first += 1;
+    }
+    let tmp = dir.join(format!(".{node}.jsonl.{}.tmp", std::process::id()));
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    for line in &lines[first..] {
+        file.write_all(line).map_err(io)?;
+        file.write_all(b"\n").map_err(io)?;
+    }
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)
+}
+
+/// Reads a node's export. Malformed lines are returned as errors beside the
+/// good records, never stopping the read.
+pub fn read(path: &Path) -> Result<(Vec<Record>, Vec<SpoolError>), SpoolError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SpoolError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut records = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(line) {
+            Ok(r) => records.push(r),
+            Err(e) => errors.push(SpoolError::Malformed {
+                path: path.to_path_buf(),
+                line: i + 1,
+                message: e.to_string(),
+            }),
+        }
+    }
+    Ok((records, errors))
+}
+
+/// A task exit as the SPANK plugin appends it to the node-local file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskExit {
+    pub at: i64,
+    pub job_id: String,
+    pub step_id: String,
+    pub task_id: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+/// Appends one task exit with a single `write(2)` on an `O_APPEND` file:
+/// concurrent tasks on a node-local disk never interleave their lines.
+pub fn append_task_exit(path: &Path, exit: &TaskExit) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(exit).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    file.write_all(&line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64) -> Record {
+        Record {
+            seq,
+            epoch: "e1".into(),
+            node: "node1".into(),
+            at: 1_700_000_000 + seq as i64,
+            body: Body::JobStart {
+                job_id: seq.to_string(),
+                user: Some("alice".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn round_trips_and_drops_oldest_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "node1", &[record(1), record(2)], 1 << 20).unwrap();
+        write(dir.path(), "node1", &[record(3)], 1 << 20).unwrap();
+        let (records, errors) = read(&node_file(dir.path(), "node1")).unwrap();
+        assert!(errors.is_empty());
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        let line = serde_json::to_vec(&record(4)).unwrap().len() as u64 + 1;
+        write(dir.path(), "node1", &[record(4)], 2 * line).unwrap();
+        let (records, _) = read(&node_file(dir.path(), "node1")).unwrap();
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [3, 4]);
+    }
+
+    #[test]
+    fn malformed_lines_are_reported_with_their_line_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.jsonl");
+        let good = serde_json::to_string(&record(1)).unwrap();
+        std::fs::write(&path, format!("{good}\n{{not json\n{good}\n")).unwrap();
+        let (records, errors) = read(&path).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].to_string().contains(":2:"), "{}", errors[0]);
+    }
+
+    #[test]
+    fn task_exits_append_one_line_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("task-exits.jsonl");
+        let exit = TaskExit {
+            at: 1,
+            job_id: "7".into(),
+            step_id: "0".into(),
+            task_id: 3,
+            exit_code: Some(1),
+            signal: None,
+        };
+        append_task_exit(&path, &exit).unwrap();
+        append_task_exit(&path, &exit).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        assert_eq!(
+            serde_json::from_str::<TaskExit>(text.lines().next().unwrap()).unwrap(),
+            exit
+        );
+    }
+}
