@@ -15,12 +15,19 @@ pub struct PcieSettings {
     pub vendors: Vec<String>,
     /// Expected devices per vendor/class; a missing device is `down`.
     pub expect: Vec<PcieExpectation>,
+    /// Functions whose link *speed* is not judged, as `vendor` or
+    /// `vendor:class-prefix` (`0x10de:0x0302`). GPUs lower their link speed
+    /// when idle to save power; where the NVML check watches the GPUs' link
+    /// generation under load, list them here to avoid draining idle nodes.
+    pub skip_speed: Vec<String>,
     /// Severity when `aer_dev_fatal` grows between runs.
     pub aer_fatal_severity: Severity,
     /// Severity when `aer_dev_nonfatal` grows between runs.
     pub aer_nonfatal_severity: Severity,
     /// `aer_dev_correctable` growth per hour above this is a `warning`; 0 disables.
     pub aer_correctable_per_hour: u64,
+    /// Window over which counter growth is summed into a rate, in seconds.
+    pub rate_window_s: u64,
 }
 
 impl Default for PcieSettings {
@@ -30,9 +37,11 @@ impl Default for PcieSettings {
             deadline_s: None,
             vendors: vec!["0x10de".into(), "0x15b3".into()],
             expect: Vec::new(),
+            skip_speed: Vec::new(),
             aer_fatal_severity: Severity::Drain,
             aer_nonfatal_severity: Severity::Warning,
             aer_correctable_per_hour: 0,
+            rate_window_s: 3600,
         }
     }
 }
@@ -41,7 +50,7 @@ impl Default for PcieSettings {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PcieExpectation {
-    /// A name for messages: `gpu`, `hca`.
+    /// A name for messages and the entity of a missing-device finding: `gpu`, `hca`.
     pub name: String,
     /// Vendor id, e.g. `0x10de`.
     pub vendor: String,
@@ -73,18 +82,22 @@ pub struct IbSettings {
     pub skip_ethernet: bool,
     /// Error-counter growth per hour: above `warning` is a `warning`, above `drain` a `drain`.
     pub counters: BTreeMap<String, CounterRate>,
+    /// Window over which counter growth is summed into a rate, in seconds.
+    pub rate_window_s: u64,
 }
 
 impl Default for IbSettings {
     fn default() -> Self {
         let mut counters = BTreeMap::new();
+        // A single link flap is worth a warning; symbol errors trickle on healthy
+        // NDR links, so only sustained growth counts.
         for (name, warning, drain) in [
             ("symbol_error", 100.0, 10_000.0),
-            ("link_downed", 1.0, 10.0),
-            ("link_error_recovery", 1.0, 10.0),
+            ("link_downed", 0.0, 3.0),
+            ("link_error_recovery", 0.0, 10.0),
             ("port_rcv_errors", 100.0, 10_000.0),
-            ("local_link_integrity_errors", 1.0, 100.0),
-            ("excessive_buffer_overrun_errors", 1.0, 100.0),
+            ("local_link_integrity_errors", 0.0, 100.0),
+            ("excessive_buffer_overrun_errors", 0.0, 100.0),
         ] {
             counters.insert(
                 name.to_string(),
@@ -102,11 +115,12 @@ impl Default for IbSettings {
             exclude: Vec::new(),
             skip_ethernet: true,
             counters,
+            rate_window_s: 3600,
         }
     }
 }
 
-/// Thresholds on a counter's growth rate.
+/// Thresholds on a counter's growth rate: growth strictly above a threshold fires it.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CounterRate {
@@ -153,8 +167,29 @@ pub struct MountExpectation {
     /// Below this free-inode percentage: `warning`.
     #[serde(default)]
     pub min_free_inodes_percent: Option<f64>,
+    /// How the mount is probed. Only tests change it, to simulate a hung mount.
+    #[serde(default, skip_serializing_if = "MountProbe::is_statfs")]
+    pub probe: MountProbe,
 }
 
 fn default_mount_options() -> Vec<String> {
     vec!["rw".to_string()]
+}
+
+/// The probe run against a mount point in a child process.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum MountProbe {
+    /// `statfs(2)`: what every real run does.
+    #[default]
+    Statfs,
+    /// Never answers, like `statfs` on a dead NFS server: exercises the
+    /// deadline and abandon path in tests.
+    BlockForever,
+}
+
+impl MountProbe {
+    pub fn is_statfs(&self) -> bool {
+        *self == MountProbe::Statfs
+    }
 }

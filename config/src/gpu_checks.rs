@@ -1,9 +1,17 @@
 //! Settings of the GPU checks (NVML): `[checks.gpu]`, `[checks.ecc]`, `[checks.nvlink]`,
 //! `[checks.gpu_pcie]`, `[checks.clocks]`, `[checks.gpu_procs]`.
+//!
+//! Every GPU check is skipped quietly when `[checks.gpu] expected_count` is 0,
+//! so a CPU-only node needs no other GPU setting.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
-/// `[checks.gpu]`: presence and access.
+/// The loader's name of the NVML library, searched on the normal library path.
+pub const DEFAULT_NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// `[checks.gpu]`: presence and access; also where NVML is loaded from.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct GpuSettings {
@@ -11,6 +19,19 @@ pub struct GpuSettings {
     pub deadline_s: Option<f64>,
     /// GPUs the node must have; 0 means the node has none and GPU checks are skipped.
     pub expected_count: usize,
+    /// The NVML library every GPU check loads: a bare name is searched by the
+    /// loader (`LD_LIBRARY_PATH`, ld.so.cache), a path is loaded as is.
+    pub library_path: PathBuf,
+    /// PCI bus ids (`0000:18:00.0`) the node's GPUs sit at; a missing one is
+    /// named in the finding. Empty: only the count is checked.
+    pub expected_bus_ids: Vec<String>,
+    /// Driver version every node should run (`550.90.07`); a mismatch is `warning`.
+    pub expected_driver_version: Option<String>,
+    /// VBIOS version every GPU should have; unset: GPUs are compared with the
+    /// node's most common VBIOS, and the odd ones out are `warning`.
+    pub expected_vbios: Option<String>,
+    /// Persistence mode off is `warning`.
+    pub require_persistence_mode: bool,
 }
 
 impl Default for GpuSettings {
@@ -19,27 +40,164 @@ impl Default for GpuSettings {
             enabled: true,
             deadline_s: None,
             expected_count: 0,
+            library_path: PathBuf::from(DEFAULT_NVML_LIBRARY),
+            expected_bus_ids: Vec::new(),
+            expected_driver_version: None,
+            expected_vbios: None,
+            require_persistence_mode: true,
         }
     }
 }
 
-macro_rules! placeholder_settings {
-    ($($name:ident),*) => {$(
-        #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-        #[serde(default, deny_unknown_fields)]
-        pub struct $name {
-            pub enabled: bool,
-            pub deadline_s: Option<f64>,
-        }
-        impl Default for $name {
-            fn default() -> Self { Self { enabled: true, deadline_s: None } }
-        }
-    )*};
+/// `[checks.ecc]`: ECC counters, retired pages, remapped rows.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct EccSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// Aggregate (lifetime) uncorrected errors above this are `drain`.
+    pub aggregate_uncorrected_max: u64,
+    /// Volatile (since driver load) corrected errors above this are `warning`.
+    pub volatile_corrected_max: u64,
+    /// Aggregate corrected errors above this are `warning`.
+    pub aggregate_corrected_max: u64,
+    /// Retired pages (both causes) at or above this are `drain`; NVIDIA's RMA limit is 64 pages.
+    pub retired_pages_max: u64,
+    /// Remapped rows (corrected + uncorrected) above this are `warning`: rows
+    /// remapped more than 10 times predict regressions.
+    pub remapped_rows_max: u64,
 }
-placeholder_settings!(
-    EccSettings,
-    NvlinkSettings,
-    GpuPcieSettings,
-    ClocksSettings,
-    GpuProcsSettings
-);
+
+impl Default for EccSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            aggregate_uncorrected_max: 0,
+            volatile_corrected_max: 1000,
+            aggregate_corrected_max: 100_000,
+            retired_pages_max: 63,
+            remapped_rows_max: 10,
+        }
+    }
+}
+
+/// `[checks.nvlink]`: link state and error-counter growth between runs.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct NvlinkSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// Links probed per GPU (NVML's maximum is 18); links the GPU does not
+    /// have answer "not supported" and are skipped.
+    pub max_links: u32,
+    /// Links inactive by design, per GPU (`gpu3 = [16, 17]`) or for all (`all = [17]`).
+    pub inactive_links: BTreeMap<String, Vec<u32>>,
+    /// Fewer active links than this on a GPU is `down`, even if NVML no longer
+    /// lists the missing links. Unset: not checked.
+    pub expected_active_links: Option<u32>,
+    /// Replay-counter growth per link between runs at or above this is `drain`; 0 disables.
+    pub replay_growth_drain: u64,
+    /// Recovery-counter growth per link between runs at or above this is `drain`; 0 disables.
+    pub recovery_growth_drain: u64,
+    /// CRC errors (flit + data) per second per link above this are `drain`.
+    pub crc_rate_drain_per_s: f64,
+    /// CRC growth per link between runs at or above this (and under the rate) is `warning`; 0 disables.
+    pub crc_growth_warning: u64,
+}
+
+impl Default for NvlinkSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            max_links: 18,
+            inactive_links: BTreeMap::new(),
+            expected_active_links: None,
+            replay_growth_drain: 1,
+            recovery_growth_drain: 1,
+            crc_rate_drain_per_s: 100.0,
+            crc_growth_warning: 1,
+        }
+    }
+}
+
+/// `[checks.gpu_pcie]`: the GPUs' own view of their PCIe link.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuPcieSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// Replay budget per lane per minute for Gen1..Gen6; the budget of a link is
+    /// ceil(rate × lanes) per minute, and growth above it is `warning`.
+    pub replay_rate_per_lane: Vec<f64>,
+    /// An idle GPU lowers its link generation to save power: do not judge the
+    /// generation while NVML reports the GPU idle.
+    pub idle_generation_ok: bool,
+}
+
+impl Default for GpuPcieSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            replay_rate_per_lane: vec![0.15, 0.3, 0.48, 0.96, 1.92, 3.84],
+            idle_generation_ok: true,
+        }
+    }
+}
+
+/// `[checks.clocks]`: clock-event (throttle) reasons and temperature.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClocksSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// Reasons that are `warning`: `hw_slowdown`, `hw_thermal`, `hw_power_brake`,
+    /// `sw_thermal`, `sw_power_cap`, `sync_boost`.
+    pub warn_reasons: Vec<String>,
+    /// Consecutive runs with a warned reason that make it `drain`; 0 disables.
+    pub sustained_runs: u32,
+    /// GPU temperature (°C) at or above this is `warning`.
+    pub temperature_warning_c: u32,
+    /// GPU temperature (°C) at or above this is `drain`.
+    pub temperature_drain_c: u32,
+}
+
+impl Default for ClocksSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            warn_reasons: vec![
+                "hw_slowdown".into(),
+                "hw_thermal".into(),
+                "hw_power_brake".into(),
+            ],
+            sustained_runs: 3,
+            temperature_warning_c: 85,
+            temperature_drain_c: 92,
+        }
+    }
+}
+
+/// `[checks.gpu_procs]`: what a job left behind on its GPUs.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuProcsSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+    /// Memory used on a job's GPU above this (MiB) is `drain`: leaked
+    /// allocations or a zombie context.
+    pub memory_used_max_mib: u64,
+}
+
+impl Default for GpuProcsSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+            memory_used_max_mib: 1024,
+        }
+    }
+}

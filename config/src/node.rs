@@ -21,7 +21,9 @@ impl Default for SlurmSettings {
         Self {
             bin_dir: PathBuf::from("/usr/bin"),
             conf: None,
-            command_timeout_s: 10.0,
+            // HealthCheckProgram is killed at 60 s: a run's checks (30 s) plus
+            // a few Slurm calls must fit, and one timeout stops the others.
+            command_timeout_s: 5.0,
         }
     }
 }
@@ -45,6 +47,36 @@ impl Default for StoreSettings {
             retention_days: 90,
             lock_wait_ms: 2000,
         }
+    }
+}
+
+/// The small node-local files beside the database. The SPANK plugin finds
+/// them from here, so that the plugin and the programs never disagree.
+impl StoreSettings {
+    /// The directory holding the database.
+    pub fn state_dir(&self) -> PathBuf {
+        self.path
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+
+    /// Task exits the SPANK plugin appends; the next run folds them into the export.
+    pub fn task_exits_path(&self) -> PathBuf {
+        self.state_dir().join("task-exits.jsonl")
+    }
+
+    /// The last run's worst severity and time (`<severity> <unix seconds>`),
+    /// which the SPANK plugin puts into every task's environment.
+    pub fn status_path(&self) -> PathBuf {
+        self.state_dir().join("status")
+    }
+
+    /// Present when the SPANK plugin has taken over a job's checks on this
+    /// node: `lemonade-prolog`/`-epilog` then skip theirs (the plugin runs
+    /// before them) and the epilog removes it.
+    pub fn spank_marker_path(&self, job_id: &str) -> PathBuf {
+        self.state_dir().join("spank").join(job_id)
     }
 }
 
@@ -75,6 +107,11 @@ pub struct EngineSettings {
     pub run_deadline_s: f64,
     /// Default deadline of one check; a check's own `deadline_s` wins.
     pub check_deadline_s: f64,
+    /// The whole of `lemonade-prolog` (checks and Slurm calls) ends by then:
+    /// `PrologEpilogTimeout` defaults to waiting forever, and every job waits on it.
+    pub prolog_deadline_s: f64,
+    /// The same bound for `lemonade-epilog`.
+    pub epilog_deadline_s: f64,
 }
 
 impl Default for EngineSettings {
@@ -82,6 +119,8 @@ impl Default for EngineSettings {
         Self {
             run_deadline_s: 30.0,
             check_deadline_s: 10.0,
+            prolog_deadline_s: 10.0,
+            epilog_deadline_s: 30.0,
         }
     }
 }

@@ -75,7 +75,15 @@ pub struct CheckContext {
 
 /// Resources initialised once per run and shared by the checks that need them.
 #[derive(Default)]
-pub struct Shared {}
+pub struct Shared {
+    /// The NVML session, loaded by the first GPU check that asks for it (see
+    /// `checks::gpu::session`). A check waiting here while another is stuck
+    /// in a wedged driver's init misses its own deadline and becomes
+    /// `unknown`, so a hung init never holds up the run.
+    pub nvml: std::sync::OnceLock<
+        Result<Arc<nvml_wrapper::Nvml>, crate::checks::gpu::session::InitFailure>,
+    >,
+}
 
 /// Something that happened once and is recorded once (an XID line).
 #[derive(Debug, Clone, PartialEq, Serialize)]

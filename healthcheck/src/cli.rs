@@ -35,6 +35,9 @@ pub struct GlobalArgs {
     /// Slurm node name (default: $SLURMD_NODENAME, then the short host name).
     #[arg(long, global = true)]
     pub node: Option<String>,
+    /// Print the scontrol commands the node-state policy would run instead of running them.
+    #[arg(long, global = true)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,6 +77,9 @@ pub struct RunArgs {
     /// Also write node_exporter textfile metrics here, atomically.
     #[arg(long)]
     pub prometheus_textfile: Option<PathBuf>,
+    /// Also apply the node-state policy (drain, down, resume) and export, as a bare `healthcheck` does.
+    #[arg(long)]
+    pub apply_policy: bool,
     /// Pretend the time is this (unix seconds): replays and tests.
     #[arg(long, hide = true)]
     pub now: Option<i64>,

@@ -10,16 +10,21 @@
 //! * [`record`]: the run against the node database (state in, findings out).
 //! * [`output`]: human table, JSON, Prometheus textfile.
 //! * [`snapshot`]: capture what the checks read, for offline replay.
+//! * [`policy`]: findings to Slurm node state (drain, down, resume).
+//! * [`export`]: the spool export the head node reads.
 
 pub mod check;
 pub mod checks;
 pub mod cli;
 pub mod engine;
+pub mod export;
 pub mod finding;
 pub mod history;
 pub mod output;
+pub mod policy;
 pub mod record;
 pub mod root;
 pub mod snapshot;
+pub mod status_file;
 
 pub use lemonade_config::{Action, Config, Severity};

@@ -6,7 +6,7 @@ use healthcheck::check::{JobContext, Profile};
 use healthcheck::cli::{parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
 use healthcheck::record::{self, RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
-use healthcheck::{checks, history, output, snapshot};
+use healthcheck::{checks, history, output, policy, snapshot};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -86,6 +86,7 @@ fn periodic_args() -> RunArgs {
         no_record: false,
         kmsg_file: None,
         prometheus_textfile: None,
+        apply_policy: true,
         now: None,
     }
 }
@@ -151,7 +152,25 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         record: !args.no_record,
         now,
     };
-    let report = record::execute(config, &checks::all(), &opts).map_err(anyhow::Error::msg)?;
+    let report = if args.apply_policy {
+        let applied = policy::entry::run_apply_export(
+            config,
+            &checks::all(),
+            &opts,
+            global.dry_run,
+            Vec::new(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        for line in &applied.policy.messages {
+            eprintln!("{line}");
+        }
+        if let Err(e) = &applied.exported {
+            eprintln!("healthcheck: spool export: {e}");
+        }
+        applied.report
+    } else {
+        record::execute(config, &checks::all(), &opts).map_err(anyhow::Error::msg)?
+    };
     match args.format {
         Format::Human => print!("{}", output::human(&report)),
         Format::Json => println!("{}", output::json(&report)),

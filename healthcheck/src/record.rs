@@ -275,6 +275,14 @@ pub fn execute(
                 .push(store_unknown(&store_path, &e.to_string())),
         }
     }
+    if opts.record {
+        let path = config.store.status_path();
+        if let Err(e) = crate::status_file::write(&path, check_worst, opts.now) {
+            report
+                .findings
+                .push(store_unknown(&path, &format!("status file: {e}")));
+        }
+    }
     report.worst = worst(&report.findings);
     report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(report)

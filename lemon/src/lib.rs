@@ -1,1 +1,20 @@
-//! Placeholder until the lemon issue lands.
+//! The head node's lemon job: find nodes that keep failing jobs without any
+//! single health check catching them, drain them, and report.
+//!
+//! `lemon run` = [`ingest`] (sacct jobs, sacctmgr node events, the nodes'
+//! spool exports, squeue exclusions, into lemon.db) → [`signals`] (per node,
+//! over the window, after [`attribute`]-ing each failed job) → [`decide`]
+//! (threshold rules, Poisson tail test, distinct-job gate) → [`act`] (drain
+//! new lemons, safely) → [`report`].
+
+pub mod act;
+pub mod app;
+pub mod attribute;
+pub mod cli;
+pub mod db;
+pub mod decide;
+pub mod error;
+pub mod ingest;
+pub mod reliability;
+pub mod report;
+pub mod signals;

@@ -1,1 +1,52 @@
-//! Placeholder until the SPANK issue lands.
+//! Lemonade's SPANK plugin.
+//!
+//! * `--health-check[=quick|full|off]` for `srun`, `sbatch` and `salloc`;
+//!   the site's default and whether `off` is allowed come from the
+//!   plugstack.conf arguments ([`settings`]).
+//! * Job prolog and epilog: run `lemonade-prolog`/`lemonade-epilog` with the
+//!   chosen profile, under a deadline, and leave a per-job marker so those
+//!   programs, when slurm.conf names them too, do not check the job again.
+//! * Task exits: one line per task appended to the node's task-exit file,
+//!   which the next healthcheck run folds into the export for the head node.
+//! * Every task sees `LEMONADE_NODE_HEALTH` and `LEMONADE_LAST_CHECK`.
+//!
+//! Slurm reads the data symbols below when it loads the plugin. The
+//! callbacks live in `callbacks`; everything they decide is in plain modules
+//! that the unit tests cover without Slurm.
+
+// The callbacks are the only users of some items, and they are not built for tests.
+#![cfg_attr(test, allow(dead_code))]
+
+mod choice;
+mod exec;
+mod settings;
+mod status;
+mod task;
+
+// The callbacks and the logger call into libslurmfull, which only a Slurm
+// process provides: the unit-test binary could not link them.
+#[cfg(not(test))]
+mod callbacks;
+#[cfg(not(test))]
+mod log;
+
+mod ffi;
+
+/// The plugin's name: Slurm's logs and the option's environment variable
+/// (`_SLURM_SPANK_OPTION_lemonade_health_check`) use it.
+#[no_mangle]
+#[used]
+#[allow(non_upper_case_globals)]
+pub static plugin_name: [u8; 9] = *b"lemonade\0";
+
+/// Marks this as a SPANK plugin.
+#[no_mangle]
+#[used]
+#[allow(non_upper_case_globals)]
+pub static plugin_type: [u8; 6] = *b"spank\0";
+
+/// Slurm loads only plugins whose major.minor match its own release.
+#[no_mangle]
+#[used]
+#[allow(non_upper_case_globals)]
+pub static plugin_version: u32 = ffi::SLURM_VERSION_NUMBER;

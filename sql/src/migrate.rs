@@ -8,12 +8,21 @@ use rusqlite::Connection;
 use std::path::Path;
 
 /// Migrations in order; the index + 1 is the schema version after applying it.
-const NODE: &[(&str, &str)] = &[(
-    "0001_runs_findings_state.sql",
-    include_str!("../migrations/node/0001_runs_findings_state.sql"),
-)];
+const NODE: &[(&str, &str)] = &[
+    (
+        "0001_runs_findings_state.sql",
+        include_str!("../migrations/node/0001_runs_findings_state.sql"),
+    ),
+    (
+        "0002_jobs_state_changes_spool.sql",
+        include_str!("../migrations/node/0002_jobs_state_changes_spool.sql"),
+    ),
+];
 
-const LEMON: &[(&str, &str)] = &[];
+const LEMON: &[(&str, &str)] = &[(
+    "0001_history.sql",
+    include_str!("../migrations/lemon/0001_history.sql"),
+)];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {
     match schema {

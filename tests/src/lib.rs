@@ -2,8 +2,14 @@
 //!
 //! * [`fixture`]: node trees (sysfs, procfs, kernel log) composed from the
 //!   healthy node and one overlay per fault.
+//! * [`cluster`]: a real Slurm cluster (munge, MariaDB, slurmdbd, slurmctld,
+//!   several slurmd) in a temporary directory.
+//! * [`fake_nvml`]: the fake `libnvidia-ml.so.1` and its scenarios.
 
+pub mod cluster;
+pub mod fake_nvml;
 pub mod fixture;
+pub mod history;
 
 use std::path::PathBuf;
 

@@ -3,6 +3,7 @@
 use crate::check::Check;
 use std::sync::Arc;
 
+mod counters;
 pub mod gpu;
 pub mod ib;
 pub mod mounts;

@@ -7,7 +7,11 @@ use clap_complete::Shell;
 use std::path::{Path, PathBuf};
 
 fn main() -> Result<()> {
-    let out = PathBuf::from(std::env::args().nth(1).context("usage: lemonade-docgen OUT_DIR")?);
+    let out = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .context("usage: lemonade-docgen OUT_DIR")?,
+    );
     for cmd in commands() {
         write_man(&cmd, &out.join("man"))?;
         write_completions(cmd, &out.join("completions"))?;
@@ -22,7 +26,8 @@ fn commands() -> Vec<clap::Command> {
 
 fn write_man(cmd: &clap::Command, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    clap_mangen::generate_to(cmd.clone(), dir).with_context(|| format!("man pages for {}", cmd.get_name()))?;
+    clap_mangen::generate_to(cmd.clone(), dir)
+        .with_context(|| format!("man pages for {}", cmd.get_name()))?;
     Ok(())
 }
 
@@ -31,7 +36,8 @@ fn write_completions(mut cmd: clap::Command, dir: &Path) -> Result<()> {
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         let shell_dir = dir.join(shell.to_string());
         std::fs::create_dir_all(&shell_dir)?;
-        clap_complete::generate_to(shell, &mut cmd, &name, &shell_dir).with_context(|| format!("{shell} completions for {name}"))?;
+        clap_complete::generate_to(shell, &mut cmd, &name, &shell_dir)
+            .with_context(|| format!("{shell} completions for {name}"))?;
     }
     Ok(())
 }

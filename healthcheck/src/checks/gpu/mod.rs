@@ -1,9 +1,42 @@
-//! PLACEHOLDER: the GPU checks through NVML are being written.
+//! The GPU checks, through NVML (nvml-wrapper loads `libnvidia-ml.so.1` at run time).
+//!
+//! * [`presence`] (`gpu`): count, access, InfoROM, driver/VBIOS, persistence mode.
+//! * [`ecc`] (`ecc`): ECC counters, retired pages, remapped rows.
+//! * [`nvlink`] (`nvlink`): link state and error-counter growth.
+//! * [`pcie`] (`gpu-pcie`): link generation/width and replay growth.
+//! * [`clocks`] (`clocks`): throttle reasons and temperature.
+//! * [`procs`] (`gpu-procs`): what a job left on its GPUs.
+//!
+//! [`session`] loads NVML once per run and turns its answers into plain data;
+//! [`scenario`] writes them in the fake NVML's format for snapshots. Every
+//! check is skipped quietly on a node whose config expects no GPUs.
+//!
+//! To replay a snapshot's GPU readings, point `[checks.gpu] library_path` at
+//! the fake NVML built by `tests/` and set `LEMONADE_FAKE_NVML_SCENARIO` to
+//! the snapshot's `.lemonade/nvml.json`.
 
 use crate::check::Check;
 use std::sync::Arc;
 
-/// The GPU checks.
+pub mod clocks;
+pub mod ecc;
+pub mod nvlink;
+pub mod pcie;
+pub mod presence;
+pub mod procs;
+pub mod scenario;
+pub mod session;
+
+pub use procs::job_gpus_from_env;
+
+/// The GPU checks, in the order runs report them.
 pub fn checks() -> Vec<Arc<dyn Check>> {
-    Vec::new()
+    vec![
+        Arc::new(presence::Gpu),
+        Arc::new(ecc::Ecc),
+        Arc::new(nvlink::Nvlink),
+        Arc::new(pcie::GpuPcie),
+        Arc::new(clocks::Clocks),
+        Arc::new(procs::GpuProcs),
+    ]
 }

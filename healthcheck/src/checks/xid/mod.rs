@@ -1,10 +1,38 @@
-//! PLACEHOLDER: being written.
+//! `xid`: NVIDIA XID errors in the kernel log.
+//!
+//! Each run reads the kernel log from where the previous run stopped (the
+//! cursor in the check's state: boot id, sequence number, byte offset for
+//! files), records every XID line once as an event, and reports per GPU the
+//! XIDs since boot that still count: `down` ones until reboot, the others for
+//! their severity's window, repeats of 13/31 escalated.
+//!
+//! * [`kmsg`]: the kernel log reader (device or file, from a cursor);
+//! * [`parse`]: the driver's line formats;
+//! * [`catalog`]: severity and action per XID;
+//! * [`gpus`]: bus id → `gpuN`;
+//! * [`evaluate`]: the pure step and the state.
+
+pub mod catalog;
+pub mod evaluate;
+pub mod gpus;
+pub mod kmsg;
+pub mod parse;
 
 use crate::check::{
-    Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, ALL_PROFILES,
+    previous_state, Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView,
+    ALL_PROFILES,
 };
-use lemonade_config::Config;
+use crate::root::{NodeRoot, ReadError};
+use evaluate::{Gathered, KmsgRecord, XidState};
+use lemonade_config::{Config, XidSettings};
+use std::path::{Path, PathBuf};
 
+/// Changes on every boot; a new one starts the cursor and the history over.
+pub const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// Its `btime` line turns kernel timestamps (since boot) into wall time.
+pub const PROC_STAT: &str = "/proc/stat";
+
+/// The XID check.
 pub struct Xid;
 
 impl Check for Xid {
@@ -12,7 +40,7 @@ impl Check for Xid {
         "xid"
     }
     fn summary(&self) -> &'static str {
-        "not written yet"
+        "NVIDIA XID errors in the kernel log since boot, per GPU"
     }
     fn profiles(&self) -> &'static [Profile] {
         ALL_PROFILES
@@ -21,7 +49,141 @@ impl Check for Xid {
         let s = &config.checks.xid;
         SettingsView::of(s.enabled, s.deadline_s, s)
     }
-    fn run(&self, _ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
-        Err(CheckError::Other("not implemented yet".into()))
+    fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
+        let settings = &ctx.config.checks.xid;
+        let previous: XidState = previous_state(ctx);
+        let gathered = gather(&ctx.root, settings, &previous)?;
+        let e = evaluate::evaluate(&gathered, settings, previous, ctx.now.timestamp());
+        Ok(CheckOutput {
+            findings: e.findings,
+            state: serde_json::to_value(&e.state).ok(),
+            events: e.events,
+        })
     }
+
+    /// The records of a kmsg device, in record format, at the configured
+    /// path: replaying the snapshot reads them back as a regular file. A
+    /// regular file source is captured as a file the check read.
+    fn snapshot_files(&self, ctx: &CheckContext) -> Vec<(PathBuf, Vec<u8>)> {
+        let configured = &ctx.config.checks.xid.kmsg_file;
+        let source = Source::of(&ctx.root, configured);
+        let Some(node_path) = source.node_path else {
+            return Vec::new();
+        };
+        if kmsg::kind_of(&source.real).ok() != Some(kmsg::SourceKind::Device) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let read = kmsg::read_device(&source.real, None, &mut |e| {
+            out.extend_from_slice(e.raw);
+            if !e.raw.ends_with(b"\n") {
+                out.push(b'\n');
+            }
+        });
+        match read {
+            Ok(_) => vec![(node_path, out)],
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// Where the kernel log comes from.
+struct Source {
+    /// As messages name it.
+    name: String,
+    /// The path to open on this machine.
+    real: PathBuf,
+    /// The node path, for a source under the root.
+    node_path: Option<PathBuf>,
+}
+
+impl Source {
+    /// An absolute path is a node path (under `--root`); a relative one is a
+    /// file of this machine, for replaying a capture.
+    fn of(root: &NodeRoot, configured: &Path) -> Source {
+        if configured.is_absolute() {
+            Source {
+                name: configured.display().to_string(),
+                real: root.path(configured),
+                node_path: Some(configured.to_path_buf()),
+            }
+        } else {
+            Source {
+                name: configured.display().to_string(),
+                real: configured.to_path_buf(),
+                node_path: None,
+            }
+        }
+    }
+}
+
+/// Reads what evaluation needs: boot id, boot time, the GPUs in sysfs and
+/// the driver's kernel log lines after the previous run's cursor.
+pub fn gather(
+    root: &NodeRoot,
+    settings: &XidSettings,
+    previous: &XidState,
+) -> Result<Gathered, CheckError> {
+    let boot_id = root.read_value(BOOT_ID)?;
+    let btime = read_btime(root)?;
+    let gpus = gpus::nvidia_gpus(root)?;
+    let source = Source::of(root, &settings.kmsg_file);
+    let read_error = |source: std::io::Error| {
+        CheckError::Read(ReadError {
+            path: settings.kmsg_file.display().to_string(),
+            source,
+        })
+    };
+    let kind = kmsg::kind_of(&source.real).map_err(read_error)?;
+    // Replays (another root, another file) must not continue a live cursor.
+    let source_key = source.real.display().to_string();
+    let continued = previous.boot_id == boot_id && previous.source == source_key;
+    let cursor = if continued { previous.cursor } else { None };
+
+    let driver = memchr::memmem::Finder::new(b"NVRM:");
+    let mut records = Vec::new();
+    let mut keep = |e: &kmsg::Entry| {
+        if driver.find(e.message).is_some() {
+            records.push(KmsgRecord {
+                seq: e.seq,
+                ts_usec: e.ts_usec,
+                line: e.line,
+                message: String::from_utf8_lossy(e.message).into_owned(),
+            });
+        }
+    };
+    let read = match kind {
+        kmsg::SourceKind::Device => kmsg::read_device(&source.real, cursor, &mut keep),
+        kmsg::SourceKind::File => {
+            if let Some(p) = &source.node_path {
+                root.note(p);
+            }
+            kmsg::read_file(&source.real, cursor, &mut keep)
+        }
+    }
+    .map_err(read_error)?;
+    Ok(Gathered {
+        boot_id,
+        btime,
+        source_name: source.name,
+        source_key,
+        gpus,
+        records,
+        read,
+        continued,
+    })
+}
+
+fn read_btime(root: &NodeRoot) -> Result<i64, CheckError> {
+    let stat = root.read_to_string(PROC_STAT)?;
+    let line = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .ok_or_else(|| CheckError::malformed(PROC_STAT, "no `btime` line"))?;
+    line.trim().parse().map_err(|_| {
+        CheckError::malformed(
+            PROC_STAT,
+            format!("btime `{}` is not a number", line.trim()),
+        )
+    })
 }

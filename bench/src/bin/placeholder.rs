@@ -1,3 +1,0 @@
-fn main() {
-    println!("benchmarks: see bench/src/bin");
-}

@@ -1,0 +1,348 @@
+//! `gpu`: every expected GPU is there and answers; driver, VBIOS, InfoROM and
+//! persistence mode are as they should be.
+//!
+//! This check owns the verdict on access: a missing driver, a lost GPU or one
+//! that needs a reset is `down` here, and only `unknown` in the other GPU checks.
+
+use super::session::{self, Failure, GpuData, GpuId, InitFailure};
+use crate::check::{
+    Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, ALL_PROFILES,
+};
+use crate::finding::Finding;
+use lemonade_config::{Action, Config, GpuSettings, Severity};
+use nvml_wrapper::Nvml;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+const NAME: &str = "gpu";
+
+/// Where a snapshot keeps the NVML readings, in the fake NVML's scenario format.
+pub const SNAPSHOT_PATH: &str = "/.lemonade/nvml.json";
+
+/// The `gpu` check.
+pub struct Gpu;
+
+/// What NVML says about the node and each GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Readings {
+    pub driver_version: Result<String, Failure>,
+    pub gpus: Result<Vec<GpuData<Access>>, Failure>,
+}
+
+/// One GPU's identity-level readings.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Access {
+    pub vbios: Option<String>,
+    pub persistence_mode: Option<bool>,
+    /// `Some(false)` when NVML reports the InfoROM corrupted.
+    pub inforom_valid: Option<bool>,
+}
+
+/// All NVML calls of the check.
+pub fn gather(nvml: &Nvml) -> Readings {
+    let driver_version = nvml.sys_driver_version().map_err(Failure::from);
+    let gpus = session::per_gpu(nvml, |device| {
+        let inforom_valid = match device.validate_info_rom().map_err(Failure::from) {
+            Ok(()) => Some(true),
+            Err(Failure::CorruptedInfoRom) => Some(false),
+            Err(Failure::NotSupported) => None,
+            Err(e) => return Err(e),
+        };
+        Ok(Access {
+            vbios: session::optional(device.vbios_version())?,
+            persistence_mode: session::optional(device.is_in_persistent_mode())?,
+            inforom_valid,
+        })
+    });
+    Readings {
+        driver_version,
+        gpus,
+    }
+}
+
+/// The finding when NVML cannot be initialised on a node that expects GPUs.
+pub fn init_finding(failure: &InitFailure) -> Finding {
+    if failure.driver_gone {
+        Finding::new(NAME, "node", "GPU_DRIVER_MISSING", Severity::Down)
+            .expected("NVIDIA driver loaded")
+            .actual("NVML unavailable")
+            .action(Action::Reboot)
+            .message(failure.message.clone())
+    } else {
+        session::init_unknown(NAME, failure)
+    }
+}
+
+/// Pure: readings and settings to findings.
+pub fn evaluate(readings: &Readings, settings: &GpuSettings) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if let (Some(want), Ok(have)) = (&settings.expected_driver_version, &readings.driver_version) {
+        if want != have {
+            findings.push(
+                Finding::new(NAME, "node", "DRIVER_VERSION_MISMATCH", Severity::Warning)
+                    .expected(want)
+                    .actual(have)
+                    .message(format!("driver {have}, config expects {want}")),
+            );
+        }
+    }
+    let gpus = match &readings.gpus {
+        Ok(gpus) => gpus,
+        Err(Failure::Lost) | Err(Failure::ResetRequired) => {
+            findings.push(
+                Finding::new(NAME, "node", "GPU_COUNT_FAILED", Severity::Down)
+                    .action(Action::Reboot)
+                    .message("NVML cannot count the GPUs: a GPU is lost"),
+            );
+            return findings;
+        }
+        Err(e) => {
+            findings.push(session::node_unknown(NAME, e));
+            return findings;
+        }
+    };
+
+    let count = gpus.len();
+    if count < settings.expected_count {
+        findings.push(
+            Finding::new(NAME, "node", "GPU_COUNT_LOW", Severity::Down)
+                .expected(settings.expected_count)
+                .actual(count)
+                .action(Action::Reboot)
+                .message(format!(
+                    "NVML lists {count} GPUs, {} expected",
+                    settings.expected_count
+                )),
+        );
+    } else if count > settings.expected_count {
+        findings.push(
+            Finding::new(NAME, "node", "GPU_COUNT_HIGH", Severity::Warning)
+                .expected(settings.expected_count)
+                .actual(count)
+                .message(format!(
+                    "NVML lists {count} GPUs, config expects {}",
+                    settings.expected_count
+                )),
+        );
+    }
+    for want in &settings.expected_bus_ids {
+        let want = session::normalize_bus_id(want);
+        if !gpus.iter().any(|g| g.id.bus_id.as_deref() == Some(&want)) {
+            findings.push(
+                Finding::new(NAME, want.clone(), "GPU_MISSING", Severity::Down)
+                    .pci(want.clone())
+                    .expected("a GPU at this bus id")
+                    .actual("none")
+                    .action(Action::Reboot)
+                    .message(format!("no GPU at {want}")),
+            );
+        }
+    }
+
+    let vbios_norm = settings.expected_vbios.clone().or_else(|| {
+        most_common(
+            gpus.iter()
+                .filter_map(|g| g.reading.as_ref().ok()?.vbios.clone()),
+        )
+    });
+    for gpu in gpus {
+        let access = match &gpu.reading {
+            Ok(a) => a,
+            Err(failure) => {
+                findings.push(session::access_finding(NAME, &gpu.id, failure));
+                continue;
+            }
+        };
+        let before = findings.len();
+        judge(
+            &gpu.id,
+            access,
+            settings,
+            vbios_norm.as_deref(),
+            &mut findings,
+        );
+        if findings.len() == before {
+            findings.push(gpu.id.ok(NAME));
+        }
+    }
+    findings
+}
+
+fn judge(
+    id: &GpuId,
+    access: &Access,
+    settings: &GpuSettings,
+    vbios_norm: Option<&str>,
+    findings: &mut Vec<Finding>,
+) {
+    if access.inforom_valid == Some(false) {
+        findings.push(
+            id.finding(NAME, "INFOROM_CORRUPTED", Severity::Down)
+                .expected("valid")
+                .actual("corrupted")
+                .action(Action::Repair)
+                .message(format!("{}: InfoROM validation failed", id.entity())),
+        );
+    }
+    if let (Some(want), Some(have)) = (vbios_norm, &access.vbios) {
+        if want != have {
+            findings.push(
+                id.finding(NAME, "VBIOS_MISMATCH", Severity::Warning)
+                    .expected(want)
+                    .actual(have)
+                    .message(format!("{}: VBIOS {have}, expected {want}", id.entity())),
+            );
+        }
+    }
+    if settings.require_persistence_mode && access.persistence_mode == Some(false) {
+        findings.push(
+            id.finding(NAME, "PERSISTENCE_MODE_OFF", Severity::Warning)
+                .expected("enabled")
+                .actual("disabled")
+                .message(format!(
+                    "{}: persistence mode is off (nvidia-persistenced not running?)",
+                    id.entity()
+                )),
+        );
+    }
+}
+
+/// The value most GPUs agree on; ties go to the smallest, so the result is stable.
+fn most_common(values: impl Iterator<Item = String>) -> Option<String> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for v in values {
+        *counts.entry(v).or_default() += 1;
+    }
+    let best = counts.values().copied().max()?;
+    counts.into_iter().find(|(_, n)| *n == best).map(|(v, _)| v)
+}
+
+impl Check for Gpu {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn summary(&self) -> &'static str {
+        "GPU count, access (lost, reset required), InfoROM, driver/VBIOS versions, persistence mode (NVML)"
+    }
+    fn profiles(&self) -> &'static [Profile] {
+        ALL_PROFILES
+    }
+    fn settings(&self, config: &Config) -> SettingsView {
+        let s = &config.checks.gpu;
+        SettingsView::of(s.enabled, s.deadline_s, s)
+    }
+    fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
+        if !session::expects_gpus(&ctx.config) {
+            return Ok(CheckOutput::default());
+        }
+        let nvml = match session::nvml(ctx) {
+            Ok(nvml) => nvml,
+            Err(e) => return Ok(CheckOutput::findings(vec![init_finding(&e)])),
+        };
+        Ok(CheckOutput::findings(evaluate(
+            &gather(&nvml),
+            &ctx.config.checks.gpu,
+        )))
+    }
+    fn snapshot_files(&self, ctx: &CheckContext) -> Vec<(PathBuf, Vec<u8>)> {
+        if !session::expects_gpus(&ctx.config) {
+            return Vec::new();
+        }
+        // The snapshot runs outside the engine: a wedged driver must not hang it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread_ctx = ctx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(capture(&thread_ctx));
+        });
+        let wait = ctx
+            .config
+            .checks
+            .gpu
+            .deadline_s
+            .unwrap_or(ctx.config.engine.check_deadline_s)
+            .max(0.001);
+        let scenario = rx
+            .recv_timeout(std::time::Duration::from_secs_f64(wait))
+            .unwrap_or_else(|_| {
+                // Replaying this reproduces what the node did: nothing answers.
+                serde_json::json!({
+                    "comment": format!("NVML did not answer within {wait} s during the snapshot"),
+                    "block": "nvmlInit_v2",
+                })
+            });
+        let bytes = serde_json::to_vec_pretty(&scenario).unwrap_or_default();
+        vec![(PathBuf::from(SNAPSHOT_PATH), bytes)]
+    }
+}
+
+/// The node's NVML readings as a scenario; a failed init is kept as the error
+/// `nvmlInit_v2` returns, so the replay fails the same way.
+fn capture(ctx: &CheckContext) -> serde_json::Value {
+    match session::nvml(ctx) {
+        Ok(nvml) => super::scenario::capture(&nvml, ctx.config.checks.nvlink.max_links),
+        Err(e) => serde_json::json!({
+            "comment": e.message,
+            "error.nvmlInit_v2": if e.driver_gone { "DRIVER_NOT_LOADED" } else { "UNKNOWN" },
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(index: u32, vbios: &str) -> GpuData<Access> {
+        GpuData {
+            id: GpuId {
+                index,
+                uuid: Some(format!("GPU-{index}")),
+                bus_id: Some(format!("0000:{:02x}:00.0", 0x18 + index)),
+            },
+            reading: Ok(Access {
+                vbios: Some(vbios.into()),
+                persistence_mode: Some(true),
+                inforom_valid: Some(true),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_odd_vbios_out_is_a_warning_when_config_names_none() {
+        let readings = Readings {
+            driver_version: Ok("550.90.07".into()),
+            gpus: Ok(vec![gpu(0, "A"), gpu(1, "A"), gpu(2, "B")]),
+        };
+        let settings = GpuSettings {
+            expected_count: 3,
+            ..Default::default()
+        };
+        let findings = evaluate(&readings, &settings);
+        let bad: Vec<_> = findings.iter().filter(|f| !f.is_ok()).collect();
+        assert_eq!(bad.len(), 1);
+        assert_eq!(
+            (bad[0].code.as_str(), bad[0].entity.as_str()),
+            ("VBIOS_MISMATCH", "gpu2")
+        );
+    }
+
+    #[test]
+    fn a_missing_bus_id_is_named() {
+        let readings = Readings {
+            driver_version: Ok("550.90.07".into()),
+            gpus: Ok(vec![gpu(0, "A")]),
+        };
+        let settings = GpuSettings {
+            expected_count: 2,
+            expected_bus_ids: vec!["00000000:18:00.0".into(), "0000:2A:00.0".into()],
+            ..Default::default()
+        };
+        let findings = evaluate(&readings, &settings);
+        let missing: Vec<_> = findings
+            .iter()
+            .filter(|f| f.code == "GPU_MISSING")
+            .collect();
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].entity, "0000:2a:00.0");
+        assert!(findings.iter().any(|f| f.code == "GPU_COUNT_LOW"));
+    }
+}

@@ -1,0 +1,177 @@
+//! Judging gathered InfiniBand ports: a pure function of data, config and state.
+
+use super::sysfs::{state_name, IbData, Port};
+use super::NAME;
+use crate::checks::counters::{growth, Recent};
+use crate::finding::Finding;
+use lemonade_config::{Action, IbSettings, Severity};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Counter readings of the previous run, per port (`mlx5_0:1`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IbState {
+    /// Unix seconds of the run that wrote it.
+    pub at: i64,
+    pub ports: BTreeMap<String, PortState>,
+}
+
+/// One port's last counter values and their recent growth.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortState {
+    pub last: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recent: BTreeMap<String, Recent>,
+}
+
+/// True when config leaves the port out: excluded by name, or Ethernet.
+pub fn excluded(port: &Port, settings: &IbSettings) -> bool {
+    excluded_by_name(&port.entity(), settings)
+        || (settings.skip_ethernet && port.link_layer.eq_ignore_ascii_case("Ethernet"))
+}
+
+/// Findings for every judged port (and the HCA count), and the state for the next run.
+pub fn evaluate(
+    data: &IbData,
+    settings: &IbSettings,
+    previous: &IbState,
+    now: i64,
+) -> (Vec<Finding>, IbState) {
+    let mut findings = Vec::new();
+    let mut state = IbState {
+        at: now,
+        ports: BTreeMap::new(),
+    };
+    let judged: Vec<&Port> = data
+        .ports
+        .iter()
+        .filter(|p| !excluded(p, settings))
+        .collect();
+
+    if let Some(expected) = settings.expected_hcas {
+        // A port we could not read is still there: it is judged `unknown`, not missing.
+        let hcas: BTreeSet<&str> = judged
+            .iter()
+            .map(|p| p.device.as_str())
+            .chain(
+                data.unreadable
+                    .iter()
+                    .filter(|(entity, _)| !excluded_by_name(entity, settings))
+                    .map(|(entity, _)| entity.split_once(':').map_or(entity.as_str(), |(d, _)| d)),
+            )
+            .collect();
+        findings.push(if hcas.len() < expected {
+            Finding::new(NAME, "hcas", "IB_HCA_MISSING", Severity::Down)
+                .expected(expected)
+                .actual(hcas.len())
+                .action(Action::Repair)
+                .message(format!(
+                    "{} of {expected} InfiniBand HCAs present",
+                    hcas.len()
+                ))
+        } else {
+            Finding::ok(NAME, "hcas")
+        });
+    }
+
+    for port in judged {
+        let entity = port.entity();
+        let with_pci = |f: Finding| match &port.pci_bus_id {
+            Some(id) => f.pci(id.clone()),
+            None => f,
+        };
+        let mut own = Vec::new();
+        let up = state_name(&port.state) == "ACTIVE" && state_name(&port.phys_state) == "LinkUp";
+        if !up {
+            own.push(
+                Finding::new(NAME, &entity, "IB_PORT_DOWN", Severity::Down)
+                    .expected("4: ACTIVE, 5: LinkUp")
+                    .actual(format!("{}, {}", port.state, port.phys_state))
+                    .action(Action::Repair)
+                    .message(format!("{entity} is {} / {}", port.state, port.phys_state)),
+            );
+        }
+        if let (true, Some(want), Some(rate)) = (up, settings.expected_rate_gbps, port.rate_gbps) {
+            if rate + 1e-6 < want {
+                own.push(
+                    Finding::new(NAME, &entity, "IB_RATE_DEGRADED", Severity::Drain)
+                        .expected(format!("{want} Gb/sec"))
+                        .actual(format!("{rate} Gb/sec"))
+                        .action(Action::Repair)
+                        .message(format!("{entity} runs at {rate} Gb/sec instead of {want}")),
+                );
+            }
+        }
+        let before = previous.ports.get(&entity);
+        let mut port_state = PortState {
+            last: port.counters.clone(),
+            recent: BTreeMap::new(),
+        };
+        for (name, &value) in &port.counters {
+            let Some(limits) = settings.counters.get(name) else {
+                continue;
+            };
+            let mut recent = before
+                .and_then(|b| b.recent.get(name).cloned())
+                .unwrap_or_default();
+            let previous_value = before.and_then(|b| b.last.get(name).copied());
+            recent.record(now, growth(previous_value, value), settings.rate_window_s);
+            let per_hour = recent.per_hour(settings.rate_window_s);
+            // A down port already says it all; its counters move as it flaps.
+            let severity = if !up {
+                None
+            } else if per_hour > limits.drain_per_hour {
+                Some((Severity::Drain, limits.drain_per_hour))
+            } else if per_hour > limits.warning_per_hour {
+                Some((Severity::Warning, limits.warning_per_hour))
+            } else {
+                None
+            };
+            if let Some((severity, limit)) = severity {
+                own.push(
+                    Finding::new(
+                        NAME,
+                        &entity,
+                        format!("IB_{}_RATE", name.to_ascii_uppercase()),
+                        severity,
+                    )
+                    .expected(format!("<= {limit}/h"))
+                    .actual(format!("{per_hour:.0}/h"))
+                    .message(format!(
+                        "{entity}: {name} grew by {per_hour:.0}/h (now {value})"
+                    )),
+                );
+            }
+            if !recent.is_empty() {
+                port_state.recent.insert(name.clone(), recent);
+            }
+        }
+        state.ports.insert(entity.clone(), port_state);
+        if own.is_empty() {
+            own.push(Finding::ok(NAME, &entity));
+        }
+        findings.extend(own.into_iter().map(with_pci));
+    }
+
+    for (entity, message) in &data.unreadable {
+        // Keep its counters, so the next readable run still sees the growth.
+        if let Some(before) = previous.ports.get(entity) {
+            state.ports.insert(entity.clone(), before.clone());
+        }
+        if !excluded_by_name(entity, settings) {
+            findings.push(Finding::unknown(
+                NAME,
+                entity,
+                "IB_UNREADABLE",
+                message.clone(),
+            ));
+        }
+    }
+    (findings, state)
+}
+
+/// True when config excludes `device:port` by its name or its device's.
+fn excluded_by_name(entity: &str, settings: &IbSettings) -> bool {
+    let device = entity.split_once(':').map_or(entity, |(d, _)| d);
+    settings.exclude.iter().any(|x| x == entity || x == device)
+}

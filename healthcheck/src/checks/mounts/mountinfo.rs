@@ -1,0 +1,138 @@
+//! Parsing `/proc/self/mountinfo` (proc(5)).
+//!
+//! ```text
+//! 36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//! ```
+
+use crate::check::CheckError;
+use std::path::PathBuf;
+
+/// Where the kernel lists the mounts our process sees.
+pub const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// One mount.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountEntry {
+    pub mount_point: PathBuf,
+    pub fstype: String,
+    pub source: String,
+    /// Per-mount options (`rw,nosuid,relatime`).
+    pub options: Vec<String>,
+    /// Superblock options (`rw,vers=4.2,...` for NFS).
+    pub super_options: Vec<String>,
+}
+
+impl MountEntry {
+    /// True if the mount is read-only, per mount or for the whole superblock.
+    pub fn read_only(&self) -> bool {
+        self.options
+            .iter()
+            .chain(&self.super_options)
+            .any(|o| o == "ro")
+    }
+
+    /// True if `option` is set per mount or on the superblock.
+    pub fn has_option(&self, option: &str) -> bool {
+        self.options
+            .iter()
+            .chain(&self.super_options)
+            .any(|o| o == option)
+    }
+}
+
+/// Parses the whole file; a line that is not in the kernel's format is an error naming it.
+pub fn parse(text: &str) -> Result<Vec<MountEntry>, CheckError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            parse_line(line).ok_or_else(|| {
+                CheckError::malformed(
+                    MOUNTINFO,
+                    format!("line {}: not in mountinfo format: `{line}`", i + 1),
+                )
+            })
+        })
+        .collect()
+}
+
+fn parse_line(line: &str) -> Option<MountEntry> {
+    let mut words = line.split(' ');
+    // mount id, parent id, major:minor, root
+    for _ in 0..4 {
+        words.next()?;
+    }
+    let mount_point = unescape(words.next()?);
+    let options = split_options(words.next()?);
+    // Optional fields (`shared:1`, `master:2`) run up to the lone `-`.
+    loop {
+        if words.next()? == "-" {
+            break;
+        }
+    }
+    let fstype = words.next()?.to_string();
+    let source = unescape(words.next()?);
+    let super_options = split_options(words.next().unwrap_or(""));
+    Some(MountEntry {
+        mount_point: PathBuf::from(mount_point),
+        fstype,
+        source,
+        options,
+        super_options,
+    })
+}
+
+fn split_options(text: &str) -> Vec<String> {
+    text.split(',')
+        .filter(|o| !o.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Undoes the kernel's octal escapes of space, tab, newline and backslash (`\040`).
+fn unescape(text: &str) -> String {
+    if !text.contains('\\') {
+        return text.to_string();
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_optional_fields_and_escapes() {
+        let text = "36 35 98:0 /mnt1 /mnt/my\\040dir rw,noatime master:1 shared:2 - ext3 /dev/root ro,errors=continue\n\
+                    40 1 0:50 / /home rw,relatime - nfs4 fs:/home rw,vers=4.2\n";
+        let m = parse(text).unwrap();
+        assert_eq!(m[0].mount_point, PathBuf::from("/mnt/my dir"));
+        assert_eq!(m[0].fstype, "ext3");
+        assert!(m[0].read_only());
+        assert!(!m[1].read_only());
+        assert!(m[1].has_option("vers=4.2"));
+        let err = parse("garbage\n").unwrap_err().to_string();
+        assert!(
+            err.contains("/proc/self/mountinfo") && err.contains("line 1"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,742 @@
+//! The pure half of the XID check: new kernel log lines + the since-boot
+//! history kept in the state + settings + now → findings, events, new state.
+//!
+//! The history is a tally per (bus id, XID), so it stays small however many
+//! times an XID repeats. Severities are worked out from it on every run, so a
+//! change of the catalog in the config applies to XIDs already seen.
+
+use super::catalog::{self, Rule};
+use super::gpus::{gpu_at, gpu_of, Gpu};
+use super::kmsg::{Cursor, ReadSummary};
+use super::parse::{self, Nvrm, Recovery, XidLine};
+use crate::check::Event;
+use crate::finding::Finding;
+use lemonade_config::{Severity, XidSettings};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Code of an `NVRM: Xid` line that does not read as one.
+pub const XID_PARSE_ERROR: &str = "XID_PARSE_ERROR";
+/// Code of lines of the kernel log source that are not kmsg records.
+pub const KMSG_MALFORMED: &str = "KMSG_MALFORMED";
+/// Code of kernel log records overwritten before this check could read them.
+pub const KMSG_RECORDS_LOST: &str = "KMSG_RECORDS_LOST";
+
+/// Tallies kept at most; past this the oldest that no longer matter go first.
+const MAX_TALLIES: usize = 512;
+/// Unreadable lines remembered at most.
+const MAX_PROBLEMS: usize = 16;
+/// Longest driver text kept per tally and per event.
+const MAX_TEXT: usize = 240;
+
+/// A driver line the check read, as gathered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KmsgRecord {
+    pub seq: u64,
+    pub ts_usec: u64,
+    /// Line number in a file source.
+    pub line: Option<u64>,
+    pub message: String,
+}
+
+/// Everything `gather` read.
+#[derive(Debug, Clone, Default)]
+pub struct Gathered {
+    pub boot_id: String,
+    /// Unix seconds of boot (`btime` in `/proc/stat`).
+    pub btime: i64,
+    /// The kernel log source as the node names it, for messages.
+    pub source_name: String,
+    /// The source's identity, keying the cursor: a new source starts over.
+    pub source_key: String,
+    /// NVIDIA display/3D functions in sysfs, in bus order.
+    pub gpus: Vec<String>,
+    /// Driver (`NVRM:`) lines after the cursor, in log order.
+    pub records: Vec<KmsgRecord>,
+    pub read: ReadSummary,
+    /// True when this read went on from the previous state's boot and source.
+    pub continued: bool,
+}
+
+/// The check's state between runs: cursor and since-boot history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct XidState {
+    pub boot_id: String,
+    pub source: String,
+    pub cursor: Option<Cursor>,
+    /// Bus id → UUID, from `NVRM: GPU at` lines (printed once, at driver load).
+    #[serde(default)]
+    pub uuids: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tallies: Vec<Tally>,
+    #[serde(default)]
+    pub problems: Vec<Problem>,
+}
+
+/// One XID on one GPU since boot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
+    pub bus: String,
+    pub xid: u32,
+    pub count: u64,
+    pub first_at: i64,
+    pub last_at: i64,
+    pub last_seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_instance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    pub text: String,
+    /// XID 154: the latest recovery action, which replaces earlier ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+    /// Times of the latest occurrences, as many as repeat detection needs.
+    #[serde(default)]
+    pub recent: Vec<i64>,
+    /// When the repeats last reached `repeat_count` inside `repeat_window_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated_at: Option<i64>,
+}
+
+/// A line the check could not read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Problem {
+    pub code: String,
+    pub at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<String>,
+    pub message: String,
+}
+
+/// What one evaluation gives back.
+#[derive(Debug, Clone, Default)]
+pub struct Evaluation {
+    pub findings: Vec<Finding>,
+    pub events: Vec<Event>,
+    pub state: XidState,
+}
+
+/// Folds the new lines into the history and works out the findings.
+pub fn evaluate(
+    gathered: &Gathered,
+    settings: &XidSettings,
+    previous: XidState,
+    now: i64,
+) -> Evaluation {
+    let mut state = if gathered.continued {
+        previous
+    } else {
+        // A reboot (or another source) starts the history over.
+        XidState::default()
+    };
+    state.boot_id = gathered.boot_id.clone();
+    state.source = gathered.source_key.clone();
+    state.cursor = gathered.read.cursor;
+
+    let mut events = Vec::new();
+    for record in &gathered.records {
+        let at = gathered.btime + (record.ts_usec / 1_000_000) as i64;
+        match parse::parse(&record.message) {
+            Nvrm::GpuAt { bus, uuid } => {
+                state.uuids.insert(bus, uuid);
+            }
+            Nvrm::Xid(x) => {
+                let rule = catalog::rule(x.xid, x.recovery, settings);
+                events.push(Event {
+                    entity: gpu_of(&x.bus, &gathered.gpus).entity,
+                    code: code_of(x.xid),
+                    severity: rule.severity,
+                    occurred_at: at,
+                    boot_id: gathered.boot_id.clone(),
+                    seq: record.seq as i64,
+                    detail: clip(record.message.trim(), MAX_TEXT),
+                });
+                fold(&mut state.tallies, x, at, record.seq, settings);
+            }
+            Nvrm::BadXid { bus, reason } => state.problems.push(Problem {
+                code: XID_PARSE_ERROR.to_string(),
+                at,
+                message: format!(
+                    "{} {}: unreadable XID line ({reason}): `{}`",
+                    gathered.source_name,
+                    place(record),
+                    clip(record.message.trim(), 160)
+                ),
+                bus,
+            }),
+            Nvrm::Other => {}
+        }
+    }
+    if let Some(first) = gathered.read.bad.first() {
+        let more = gathered.read.bad_count.saturating_sub(1);
+        state.problems.push(Problem {
+            code: KMSG_MALFORMED.to_string(),
+            at: now,
+            bus: None,
+            message: format!(
+                "{} line {}: not a kmsg record ({}): `{}`{}",
+                gathered.source_name,
+                first.line,
+                first.reason,
+                first.text,
+                if more > 0 {
+                    format!("; {more} more such lines")
+                } else {
+                    String::new()
+                }
+            ),
+        });
+    }
+    bound(&mut state, settings);
+
+    let mut findings = findings(gathered, settings, &state, now);
+    if gathered.read.lost > 0 {
+        findings.push(Finding::unknown(
+            "xid",
+            "node",
+            KMSG_RECORDS_LOST,
+            format!(
+                "{}: {} kernel log records were overwritten before they could be read; XIDs among them are missed",
+                gathered.source_name, gathered.read.lost
+            ),
+        ));
+    }
+    Evaluation {
+        findings,
+        events,
+        state,
+    }
+}
+
+fn code_of(xid: u32) -> String {
+    format!("XID_{xid}")
+}
+
+fn place(record: &KmsgRecord) -> String {
+    match record.line {
+        Some(line) => format!("line {line} (seq {})", record.seq),
+        None => format!("seq {}", record.seq),
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+fn fold(tallies: &mut Vec<Tally>, x: XidLine, at: i64, seq: u64, s: &XidSettings) {
+    let index = match tallies
+        .iter()
+        .position(|t| t.bus == x.bus && t.xid == x.xid)
+    {
+        Some(i) => i,
+        None => {
+            tallies.push(Tally {
+                bus: x.bus.clone(),
+                xid: x.xid,
+                count: 0,
+                first_at: at,
+                last_at: at,
+                last_seq: seq,
+                gpu_instance: None,
+                pid: None,
+                process: None,
+                text: String::new(),
+                recovery: None,
+                recent: Vec::new(),
+                escalated_at: None,
+            });
+            tallies.len() - 1
+        }
+    };
+    let t = &mut tallies[index];
+    t.count += 1;
+    t.last_at = t.last_at.max(at);
+    t.last_seq = seq;
+    t.gpu_instance = x.gpu_instance;
+    t.pid = x.pid;
+    t.process = x.process;
+    t.text = clip(&x.text, MAX_TEXT);
+    t.recovery = x.recovery;
+    let needed = s.repeat_count.clamp(1, 1000) as usize;
+    t.recent.push(at);
+    if t.recent.len() > needed {
+        t.recent.drain(..t.recent.len() - needed);
+    }
+    if s.repeat_count > 0 && s.repeat_xids.contains(&t.xid) && t.recent.len() >= needed {
+        let oldest = t.recent[t.recent.len() - needed];
+        if at - oldest <= s.repeat_window_s as i64 {
+            t.escalated_at = Some(at);
+        }
+    }
+}
+
+/// Keeps the history bounded: `down` XIDs must outlive everything else, so
+/// the oldest of the rest go first.
+fn bound(state: &mut XidState, s: &XidSettings) {
+    if state.tallies.len() > MAX_TALLIES {
+        let mut order: Vec<usize> = (0..state.tallies.len()).collect();
+        order.sort_by_key(|&i| {
+            let t = &state.tallies[i];
+            let down = catalog::rule(t.xid, t.recovery, s).severity == Severity::Down;
+            (down, t.last_at)
+        });
+        let mut keep = vec![true; state.tallies.len()];
+        for &i in &order[..state.tallies.len() - MAX_TALLIES] {
+            keep[i] = false;
+        }
+        let mut kept = keep.into_iter();
+        state.tallies.retain(|_| kept.next().unwrap_or(true));
+    }
+    if state.problems.len() > MAX_PROBLEMS {
+        let excess = state.problems.len() - MAX_PROBLEMS;
+        state.problems.drain(..excess);
+    }
+}
+
+/// Why an XID counts now.
+enum Why {
+    UntilReboot,
+    Window(u64),
+    Repeated,
+}
+
+/// The severity a tally holds the GPU at now, if any.
+fn status(t: &Tally, rule: &Rule, s: &XidSettings, now: i64) -> Option<(Severity, Why)> {
+    let holds = |severity: Severity, since: i64| -> Option<Why> {
+        let within = |window: u64| (now - since <= window as i64).then_some(Why::Window(window));
+        match severity {
+            Severity::Ok => None,
+            Severity::Down => Some(Why::UntilReboot),
+            Severity::Drain => within(s.window_s.drain),
+            Severity::Warning | Severity::Unknown => within(s.window_s.warning),
+        }
+    };
+    let mut best = holds(rule.severity, t.last_at).map(|why| (rule.severity, why));
+    if let Some(at) = t.escalated_at.filter(|_| s.repeat_xids.contains(&t.xid)) {
+        let escalated = rule.severity.max(s.repeat_severity);
+        let stronger = match &best {
+            Some((severity, _)) => escalated > *severity,
+            None => true,
+        };
+        if stronger && holds(escalated, at).is_some() {
+            best = Some((escalated, Why::Repeated));
+        }
+    }
+    best
+}
+
+fn time(at: i64) -> String {
+    chrono::DateTime::from_timestamp(at, 0)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| at.to_string())
+}
+
+/// `90 s`, `10 min`, `6 h`, `7 d`: windows as an operator would say them.
+fn span(seconds: u64) -> String {
+    match seconds {
+        s if s % 86_400 == 0 && s >= 86_400 => format!("{} d", s / 86_400),
+        s if s % 3600 == 0 && s >= 3600 => format!("{} h", s / 3600),
+        s if s % 60 == 0 && s >= 60 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+fn describe(t: &Tally) -> String {
+    let mut who = String::new();
+    if let Some(gi) = &t.gpu_instance {
+        who.push_str(&format!(" GPU-I:{gi}"));
+    }
+    if let Some(pid) = &t.pid {
+        who.push_str(&format!(" pid={pid}"));
+    }
+    if let Some(name) = &t.process {
+        who.push_str(&format!(" name={name}"));
+    }
+    let times = if t.count == 1 {
+        format!("at {}", time(t.last_at))
+    } else {
+        format!(
+            "x{} since {}, last at {}",
+            t.count,
+            time(t.first_at),
+            time(t.last_at)
+        )
+    };
+    let text = if t.text.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", t.text)
+    };
+    format!("XID {} {times}{who}{text}", t.xid)
+}
+
+fn findings(g: &Gathered, s: &XidSettings, state: &XidState, now: i64) -> Vec<Finding> {
+    // Every sysfs GPU gets a line, and so does every other bus id with history.
+    let mut by_gpu: BTreeMap<Gpu, Vec<Finding>> = (0..g.gpus.len())
+        .map(|i| (gpu_at(i, &g.gpus), Vec::new()))
+        .collect();
+    let mut quiet: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut tallies: Vec<&Tally> = state.tallies.iter().collect();
+    tallies.sort_by_key(|t| (t.bus.clone(), t.xid));
+    for t in tallies {
+        let gpu = gpu_of(&t.bus, &g.gpus);
+        let rule = catalog::rule(t.xid, t.recovery, s);
+        let Some((severity, why)) = status(t, &rule, s, now) else {
+            quiet
+                .entry(gpu.entity.clone())
+                .or_default()
+                .push(format!("XID {} x{}", t.xid, t.count));
+            by_gpu.entry(gpu).or_default();
+            continue;
+        };
+        let why = match why {
+            Why::UntilReboot => "stays until reboot".to_string(),
+            Why::Window(w) => format!("counts for {} after it was seen", span(w)),
+            Why::Repeated => format!(
+                "repeated {} times within {}",
+                s.repeat_count,
+                span(s.repeat_window_s)
+            ),
+        };
+        let mut f = Finding::new("xid", gpu.entity.clone(), code_of(t.xid), severity)
+            .expected("no XID")
+            .actual(describe(t))
+            .action(rule.action)
+            .message(format!(
+                "XID {} ({}) on {}: {why}",
+                t.xid, rule.description, gpu.entity
+            ))
+            .pci(gpu.pci.clone());
+        if let Some(uuid) = state.uuids.get(&t.bus) {
+            f = f.uuid(uuid.clone());
+        }
+        by_gpu.entry(gpu).or_default().push(f);
+    }
+    let mut node_findings = Vec::new();
+    for p in &state.problems {
+        // As long as a warning XID: long enough to be seen, not until reboot.
+        if now - p.at > s.window_s.warning as i64 {
+            continue;
+        }
+        match &p.bus {
+            Some(bus) => {
+                let gpu = gpu_of(bus, &g.gpus);
+                let f = Finding::unknown("xid", gpu.entity.clone(), &p.code, p.message.clone())
+                    .pci(gpu.pci.clone());
+                by_gpu.entry(gpu).or_default().push(f);
+            }
+            None => node_findings.push(Finding::unknown("xid", "node", &p.code, p.message.clone())),
+        }
+    }
+
+    let mut out = Vec::new();
+    for (gpu, found) in by_gpu {
+        if found.is_empty() {
+            let bus = parse::normalize_bus(&gpu.pci).unwrap_or_default();
+            let message = match quiet.get(&gpu.entity) {
+                Some(seen) => format!(
+                    "recorded since boot, no longer counting: {}",
+                    seen.join(", ")
+                ),
+                None => "no XID since boot".to_string(),
+            };
+            let mut f = Finding::ok("xid", gpu.entity.clone())
+                .pci(gpu.pci.clone())
+                .message(message);
+            if let Some(uuid) = state.uuids.get(&bus) {
+                f = f.uuid(uuid.clone());
+            }
+            out.push(f);
+        } else {
+            out.extend(found);
+        }
+    }
+    out.extend(node_findings);
+    if out.is_empty() {
+        out.push(Finding::ok("xid", "node").message(format!(
+            "no NVIDIA GPU in sysfs and no XID in {}",
+            g.source_name
+        )));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lemonade_config::{Action, XidRule};
+
+    const BTIME: i64 = 1_800_000_000;
+    const GPUS: [&str; 2] = ["0000:18:00.0", "0000:2a:00.0"];
+
+    fn gathered(lines: &[(u64, u64, &str)]) -> Gathered {
+        Gathered {
+            boot_id: "boot-a".into(),
+            btime: BTIME,
+            source_name: "/dev/kmsg".into(),
+            source_key: "/dev/kmsg".into(),
+            gpus: GPUS.iter().map(|s| s.to_string()).collect(),
+            records: lines
+                .iter()
+                .map(|&(seq, secs, message)| KmsgRecord {
+                    seq,
+                    ts_usec: secs * 1_000_000,
+                    line: Some(seq + 1),
+                    message: message.into(),
+                })
+                .collect(),
+            read: ReadSummary {
+                cursor: lines.last().map(|&(seq, ..)| Cursor {
+                    seq,
+                    offset: None,
+                    line: None,
+                }),
+                ..Default::default()
+            },
+            continued: true,
+        }
+    }
+
+    fn xid_line(bus: &str, xid: u32) -> String {
+        format!("NVRM: Xid (PCI:{bus}): {xid}, pid=42, name=python, something happened")
+    }
+
+    fn worst_of(findings: &[Finding], entity: &str) -> (String, Severity) {
+        findings
+            .iter()
+            .filter(|f| f.entity == entity)
+            .max_by_key(|f| f.severity)
+            .map(|f| (f.code.clone(), f.severity))
+            .unwrap_or_else(|| panic!("no finding for {entity}: {findings:#?}"))
+    }
+
+    #[test]
+    fn a_quiet_log_gives_ok_for_every_gpu() {
+        let s = XidSettings::default();
+        let e = evaluate(
+            &gathered(&[(0, 1, "Linux version 6.8")]),
+            &s,
+            XidState::default(),
+            BTIME + 10,
+        );
+        assert_eq!(e.findings.len(), 2);
+        assert!(e.findings.iter().all(|f| f.is_ok()));
+        assert_eq!(e.findings[0].entity, "gpu0");
+        assert_eq!(e.findings[0].pci_bus_id.as_deref(), Some("0000:18:00.0"));
+        assert!(e.events.is_empty());
+    }
+
+    #[test]
+    fn an_xid_is_an_event_and_a_finding_with_pci_and_uuid() {
+        let s = XidSettings::default();
+        let g = gathered(&[
+            (1, 2, "NVRM: GPU at PCI:0000:2a:00: GPU-aaaa-bbbb"),
+            (2, 100, &xid_line("0000:2a:00", 79)),
+        ]);
+        let e = evaluate(&g, &s, XidState::default(), BTIME + 200);
+        let f = e.findings.iter().find(|f| f.code == "XID_79").unwrap();
+        assert_eq!((f.entity.as_str(), f.severity), ("gpu1", Severity::Down));
+        assert_eq!(f.pci_bus_id.as_deref(), Some("0000:2a:00.0"));
+        assert_eq!(f.uuid.as_deref(), Some("GPU-aaaa-bbbb"));
+        assert_eq!(f.action, Action::Reboot);
+        assert!(f.actual.as_deref().unwrap().contains("pid=42 name=python"));
+        assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Ok);
+        assert_eq!(e.events.len(), 1);
+        assert_eq!(e.events[0].occurred_at, BTIME + 100);
+        assert_eq!((e.events[0].seq, e.events[0].code.as_str()), (2, "XID_79"));
+    }
+
+    #[test]
+    fn down_stays_until_reboot_and_warnings_expire() {
+        let s = XidSettings::default();
+        let g = gathered(&[
+            (1, 10, &xid_line("0000:18:00", 48)),
+            (2, 10, &xid_line("0000:2a:00", 13)),
+        ]);
+        let first = evaluate(&g, &s, XidState::default(), BTIME + 20);
+        assert_eq!(worst_of(&first.findings, "gpu1").1, Severity::Warning);
+        let later = evaluate(&gathered(&[]), &s, first.state.clone(), BTIME + 30 * 86400);
+        assert_eq!(
+            worst_of(&later.findings, "gpu0"),
+            ("XID_48".into(), Severity::Down)
+        );
+        let ok = worst_of(&later.findings, "gpu1");
+        assert_eq!(ok.1, Severity::Ok);
+        assert!(later.findings[1].message.contains("XID 13 x1"));
+        assert!(later.events.is_empty());
+
+        let mut rebooted = gathered(&[]);
+        rebooted.boot_id = "boot-b".into();
+        rebooted.continued = false;
+        let after = evaluate(&rebooted, &s, later.state, BTIME + 30 * 86400);
+        assert!(after.findings.iter().all(|f| f.is_ok()));
+        assert!(after.state.tallies.is_empty());
+    }
+
+    #[test]
+    fn windows_follow_the_settings() {
+        let mut s = XidSettings::default();
+        s.window_s.drain = 100;
+        let g = gathered(&[(1, 10, &xid_line("0000:18:00", 63))]);
+        let e = evaluate(&g, &s, XidState::default(), BTIME + 110);
+        assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Drain);
+        let e = evaluate(&gathered(&[]), &s, e.state, BTIME + 111);
+        assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Ok);
+    }
+
+    #[test]
+    fn repeats_of_13_escalate_but_spread_out_ones_do_not() {
+        let s = XidSettings::default();
+        let bus = "0000:18:00";
+        let spread = gathered(&[
+            (1, 0, &xid_line(bus, 13)),
+            (2, 4000, &xid_line(bus, 13)),
+            (3, 8000, &xid_line(bus, 13)),
+        ]);
+        let e = evaluate(&spread, &s, XidState::default(), BTIME + 8001);
+        assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Warning);
+
+        let burst = gathered(&[
+            (1, 0, &xid_line(bus, 13)),
+            (2, 60, &xid_line(bus, 13)),
+            (3, 120, &xid_line(bus, 13)),
+        ]);
+        let e = evaluate(&burst, &s, XidState::default(), BTIME + 121);
+        let f = e.findings.iter().find(|f| f.entity == "gpu0").unwrap();
+        assert_eq!((f.code.as_str(), f.severity), ("XID_13", Severity::Drain));
+        assert!(
+            f.message.contains("repeated 3 times within 1 h"),
+            "{}",
+            f.message
+        );
+        assert!(f.actual.as_deref().unwrap().contains("x3"));
+        assert_eq!(e.events.len(), 3);
+        // The escalation lasts as long as a drain does.
+        let e = evaluate(&gathered(&[]), &s, e.state, BTIME + 120 + 6 * 86400);
+        assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Drain);
+    }
+
+    #[test]
+    fn repeats_count_across_runs() {
+        let s = XidSettings::default();
+        let bus = "0000:2a:00";
+        let mut state = XidState::default();
+        for (seq, at) in [(1, 10), (2, 20), (3, 30)] {
+            let e = evaluate(
+                &gathered(&[(seq, at, &xid_line(bus, 31))]),
+                &s,
+                state,
+                BTIME + at as i64,
+            );
+            state = e.state;
+            let expected = if seq < 3 {
+                Severity::Warning
+            } else {
+                Severity::Drain
+            };
+            assert_eq!(worst_of(&e.findings, "gpu1").1, expected, "after {seq}");
+        }
+    }
+
+    #[test]
+    fn xid_154_follows_the_latest_recovery_action() {
+        let s = XidSettings::default();
+        let line = |to: &str| {
+            format!("NVRM: Xid (PCI:0000:18:00): 154, GPU recovery action changed from 0x0 (None) to {to}")
+        };
+        let reset = line("0x1 (GPU Reset Required)");
+        let e = evaluate(
+            &gathered(&[(1, 5, &reset)]),
+            &s,
+            XidState::default(),
+            BTIME + 6,
+        );
+        let f = e.findings.iter().find(|f| f.code == "XID_154").unwrap();
+        assert_eq!((f.severity, f.action), (Severity::Down, Action::ResetGpu));
+        let none = line("0x0 (None)");
+        let e = evaluate(&gathered(&[(2, 50, &none)]), &s, e.state, BTIME + 51);
+        assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Ok);
+        assert_eq!(e.events[0].severity, Severity::Ok);
+    }
+
+    #[test]
+    fn config_overrides_apply_to_history_too() {
+        let mut s = XidSettings::default();
+        let e = evaluate(
+            &gathered(&[(1, 5, &xid_line("0000:18:00", 79))]),
+            &s,
+            XidState::default(),
+            BTIME + 6,
+        );
+        s.catalog.insert(
+            79,
+            XidRule {
+                severity: Severity::Warning,
+                action: Action::Investigate,
+                description: Some("lab GPU".into()),
+            },
+        );
+        let e = evaluate(&gathered(&[]), &s, e.state, BTIME + 7);
+        let f = e.findings.iter().find(|f| f.code == "XID_79").unwrap();
+        assert_eq!(f.severity, Severity::Warning);
+        assert!(f.message.contains("lab GPU"));
+    }
+
+    #[test]
+    fn unknown_buses_and_unreadable_lines() {
+        let s = XidSettings::default();
+        let g = gathered(&[
+            (1, 5, &xid_line("0000:c6:00", 79)),
+            (
+                2,
+                6,
+                "NVRM: Xid (PCI:0000:2a:00): x79, pid=1, name=a, broken",
+            ),
+            (3, 7, "NVRM: Xid (PCI:0000:18:00"),
+        ]);
+        let e = evaluate(&g, &s, XidState::default(), BTIME + 8);
+        let stray = e
+            .findings
+            .iter()
+            .find(|f| f.entity == "pci:0000:c6:00")
+            .unwrap();
+        assert_eq!(
+            (stray.code.as_str(), stray.severity),
+            ("XID_79", Severity::Down)
+        );
+        assert_eq!(stray.pci_bus_id.as_deref(), Some("0000:c6:00"));
+        let bad = e.findings.iter().find(|f| f.entity == "gpu1").unwrap();
+        assert_eq!(
+            (bad.code.as_str(), bad.severity),
+            (XID_PARSE_ERROR, Severity::Unknown)
+        );
+        assert!(bad.message.contains("line 3 (seq 2)"), "{}", bad.message);
+        assert!(bad.message.contains("`x79`"), "{}", bad.message);
+        let node = e.findings.iter().find(|f| f.entity == "node").unwrap();
+        assert_eq!(node.code, XID_PARSE_ERROR);
+        assert_eq!(e.events.len(), 1, "unreadable lines are not events");
+        // They stay for the warning window, then go.
+        let e = evaluate(&gathered(&[]), &s, e.state, BTIME + 8 + 3601);
+        assert!(e.findings.iter().all(|f| f.code != XID_PARSE_ERROR));
+    }
+
+    #[test]
+    fn history_stays_bounded_and_keeps_down_xids() {
+        let s = XidSettings::default();
+        let mut lines = vec![(0u64, 1u64, xid_line("0000:18:00", 79))];
+        for i in 0..(MAX_TALLIES as u64 + 50) {
+            lines.push((i + 1, 2 + i, xid_line("0000:2a:00", 1000 + i as u32)));
+        }
+        let borrowed: Vec<(u64, u64, &str)> =
+            lines.iter().map(|(a, b, c)| (*a, *b, c.as_str())).collect();
+        let e = evaluate(&gathered(&borrowed), &s, XidState::default(), BTIME + 10);
+        assert_eq!(e.state.tallies.len(), MAX_TALLIES);
+        assert!(e.state.tallies.iter().any(|t| t.xid == 79));
+        assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Down);
+    }
+}

@@ -1,0 +1,446 @@
+//! The node-state policy: from a run's findings to what Slurm is told.
+//!
+//! One module, used by every entry point (periodic run, prolog, epilog, SPANK):
+//!
+//! * `down` findings take the node out now (`State=DOWN`, so slurmctld
+//!   requeues its batch jobs; or `drain-requeue`), `drain` findings drain it;
+//! * `warning` and `unknown` are only recorded, but `unknown` on the same
+//!   check for `unknown_runs_to_warning` runs in a row adds a warning of its own;
+//! * the reason is ours (`hc: <CODE> <entity>`), and a reason without our
+//!   prefix is never overwritten nor resumed;
+//! * a node we took out only for auto-resumable checks (mounts) is resumed
+//!   after `clean_runs_to_resume` clean runs;
+//! * the fleet breaker asks `sinfo` once, only when about to act, how many
+//!   nodes of our partitions already carry the same code, and stands down
+//!   above `fleet_breaker_fraction`;
+//! * Slurm that does not answer is recorded (a state change `failed` and an
+//!   `unknown` finding), never retried within the run: the next run tries again.
+//!
+//! Every change (and every refusal to change) is a row of `state_changes`.
+
+pub mod entry;
+pub mod memory;
+pub mod reason;
+pub mod slurm;
+
+use crate::finding::Finding;
+use crate::record::RunReport;
+use lemonade_config::{Config, DownAction, Severity};
+use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::reason::{owner, ReasonOwner};
+use lemonade_sql::node::NodeStore;
+use lemonade_sql::node_jobs::{self, StateChangeRow};
+use memory::{Cause, Memory, Ours};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Code of the policy's warning for a check that keeps being `unknown`.
+pub const UNKNOWN_STREAK: &str = "UNKNOWN_STREAK";
+/// Code of the policy's finding when Slurm could not be reached.
+pub const SLURM_UNREACHABLE: &str = "SLURM_UNREACHABLE";
+
+/// How a state change went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Applied,
+    /// `--dry-run`: printed, not run.
+    DryRun,
+    /// Slurm did not answer or refused.
+    Failed,
+    /// The fleet breaker stood down.
+    Breaker,
+    /// A reason that is not ours is on the node: left alone.
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::DryRun => "dry-run",
+            Outcome::Failed => "failed",
+            Outcome::Breaker => "breaker",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// A state change the policy made or tried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateChange {
+    /// `drain`, `down` or `resume`.
+    pub action: String,
+    pub reason: String,
+    pub causes: Vec<Cause>,
+    pub outcome: Outcome,
+    pub detail: String,
+}
+
+/// What applying the policy did.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyResult {
+    pub changes: Vec<StateChange>,
+    /// The policy's own findings (unknown streaks, Slurm unreachable).
+    pub findings: Vec<Finding>,
+    /// Lines for stderr: the dry-run commands, the breaker's alarm.
+    pub messages: Vec<String>,
+}
+
+/// The Slurm commands as the config describes them.
+pub fn commands(config: &Config) -> SlurmCommands {
+    SlurmCommands::new(
+        config.slurm.bin_dir.clone(),
+        config.slurm.conf.clone(),
+        Duration::from_secs_f64(config.slurm.command_timeout_s.max(0.1)),
+    )
+}
+
+/// Applies the policy to a finished run, records what it did in the node
+/// database (when it can be opened) and returns it.
+pub fn apply(config: &Config, report: &RunReport, dry_run: bool) -> PolicyResult {
+    let store = NodeStore::open(
+        &config.store.path,
+        Duration::from_millis(config.store.lock_wait_ms),
+    )
+    .ok();
+    let conn = store.as_ref().map(|s| s.connection());
+    let path = config.store.path.as_path();
+    let mut memory = Memory::parse(
+        conn.and_then(|c| node_jobs::policy_state(c, path).ok().flatten())
+            .as_deref(),
+    );
+    let dry_run = dry_run || config.policy.dry_run;
+    let result = decide(
+        config,
+        report,
+        dry_run,
+        &mut memory,
+        &commands(config),
+        &mut |_| {},
+    );
+    if let Some(conn) = conn {
+        let _ = node_jobs::save_policy_state(conn, path, &memory.to_json());
+        let at = report.started_at.timestamp();
+        for change in &result.changes {
+            let _ = node_jobs::record_state_change(conn, path, &row(change, at, report.run_id));
+        }
+        if let Some(run_id) = report.run_id {
+            let rows: Vec<_> = result
+                .findings
+                .iter()
+                .map(crate::record::finding_row)
+                .collect();
+            let _ = node_jobs::add_findings(conn, path, run_id, &rows);
+        }
+    }
+    result
+}
+
+fn row(change: &StateChange, at: i64, run_id: Option<i64>) -> StateChangeRow {
+    StateChangeRow {
+        at,
+        run_id,
+        action: change.action.clone(),
+        reason: change.reason.clone(),
+        causes: serde_json::to_string(&change.causes).unwrap_or_else(|_| "[]".into()),
+        outcome: change.outcome.as_str().to_string(),
+        detail: change.detail.clone(),
+    }
+}
+
+/// The policy proper, over a memory and a Slurm. `before_slurm` is called
+/// before each Slurm command (tests use it to observe the calls).
+pub fn decide(
+    config: &Config,
+    report: &RunReport,
+    dry_run: bool,
+    memory: &mut Memory,
+    cmds: &SlurmCommands,
+    before_slurm: &mut dyn FnMut(&str),
+) -> PolicyResult {
+    let mut result = PolicyResult::default();
+    unknown_streaks(config, report, memory, &mut result);
+    let causes = reason::causes(&report.findings);
+    let mut ctx = Ctx {
+        config,
+        now: report.started_at.timestamp(),
+        node: &report.node,
+        dry_run,
+        cmds,
+        before_slurm,
+        result,
+    };
+    if !causes.is_empty() {
+        take_out(&mut ctx, &causes, memory);
+    } else if memory.ours.is_some() {
+        maybe_resume(&mut ctx, report, memory);
+    }
+    ctx.result
+}
+
+fn unknown_streaks(
+    config: &Config,
+    report: &RunReport,
+    memory: &mut Memory,
+    out: &mut PolicyResult,
+) {
+    let limit = config.policy.unknown_runs_to_warning;
+    for check in &report.checks {
+        if check.worst == Severity::Unknown {
+            let streak = memory.unknown_streak.entry(check.name.clone()).or_insert(0);
+            *streak += 1;
+            if limit > 0 && *streak >= limit {
+                out.findings.push(
+                    Finding::new(&check.name, "node", UNKNOWN_STREAK, Severity::Warning)
+                        .expected(format!("fewer than {limit} unknown runs in a row"))
+                        .actual(*streak)
+                        .message(format!(
+                            "check `{}` could not run {} times in a row",
+                            check.name, streak
+                        )),
+                );
+            }
+        } else {
+            memory.unknown_streak.remove(&check.name);
+        }
+    }
+}
+
+struct Ctx<'a> {
+    config: &'a Config,
+    now: i64,
+    node: &'a str,
+    dry_run: bool,
+    cmds: &'a SlurmCommands,
+    before_slurm: &'a mut dyn FnMut(&str),
+    result: PolicyResult,
+}
+
+impl Ctx<'_> {
+    fn change(
+        &mut self,
+        action: &str,
+        reason: &str,
+        causes: &[Cause],
+        outcome: Outcome,
+        detail: String,
+    ) {
+        self.result.changes.push(StateChange {
+            action: action.to_string(),
+            reason: reason.to_string(),
+            causes: causes.to_vec(),
+            outcome,
+            detail,
+        });
+    }
+
+    fn slurm_failed(&mut self, action: &str, reason: &str, causes: &[Cause], error: String) {
+        self.result.messages.push(format!(
+            "healthcheck: Slurm did not answer ({error}); {action} not applied, the next run tries again"
+        ));
+        self.result.findings.push(Finding::unknown(
+            "policy",
+            "slurm",
+            SLURM_UNREACHABLE,
+            format!("{action} `{reason}` not applied: {error}"),
+        ));
+        self.change(action, reason, causes, Outcome::Failed, error);
+    }
+
+    /// Runs `scontrol args` (or prints it in dry-run). Returns false on failure.
+    fn scontrol(&mut self, action: &str, reason: &str, causes: &[Cause], args: &[String]) -> bool {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let shown = self.cmds.display("scontrol", &argv);
+        if self.dry_run {
+            self.result.messages.push(format!("dry-run: {shown}"));
+            self.change(action, reason, causes, Outcome::DryRun, shown);
+            return true;
+        }
+        (self.before_slurm)(&shown);
+        match self.cmds.run("scontrol", &argv) {
+            Ok(_) => {
+                self.change(action, reason, causes, Outcome::Applied, shown);
+                true
+            }
+            Err(e) => {
+                self.slurm_failed(action, reason, causes, e.to_string());
+                false
+            }
+        }
+    }
+}
+
+fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
+    let down = causes[0].severity == Severity::Down;
+    let action = if down { "down" } else { "drain" };
+    let reason = reason::text(causes);
+    let cause_list: Vec<Cause> = causes
+        .iter()
+        .map(|f| Cause {
+            check: f.check.clone(),
+            code: f.code.clone(),
+            entity: f.entity.clone(),
+        })
+        .collect();
+
+    (ctx.before_slurm)("sinfo node");
+    let current = match slurm::node_state(ctx.cmds, ctx.node) {
+        Ok(s) => s,
+        Err(e) => return ctx.slurm_failed(action, &reason, &cause_list, e.to_string()),
+    };
+    match owner(&current.reason) {
+        ReasonOwner::None | ReasonOwner::HealthCheck => {}
+        other => {
+            // An administrator's (or lemon's, or Slurm's) reason stays: it says
+            // more than ours to whoever set it, and clearing it is theirs to do.
+            memory.ours = None;
+            let detail = format!(
+                "node carries a reason that is not ours ({other:?}): `{}`; left alone",
+                current.reason
+            );
+            ctx.result.messages.push(format!("healthcheck: {detail}"));
+            return ctx.change(action, &reason, &cause_list, Outcome::Skipped, detail);
+        }
+    }
+    let state_done = if down {
+        current.is_down()
+    } else {
+        current.is_drain() || current.is_down()
+    };
+    if state_done && current.reason == reason {
+        // Already out for this very reason: nothing to tell Slurm again.
+        keep_ours(memory, action, &reason, cause_list, ctx.now);
+        return;
+    }
+    let ours_already = owner(&current.reason) == ReasonOwner::HealthCheck
+        && (current.is_drain() || current.is_down());
+    if !ours_already {
+        // The breaker guards the first step out of service, not a reason update.
+        let code = causes[0].code.clone();
+        (ctx.before_slurm)("sinfo fleet");
+        match slurm::fleet(ctx.cmds, ctx.node, &code) {
+            Err(e) => return ctx.slurm_failed(action, &reason, &cause_list, e.to_string()),
+            Ok(fleet) => {
+                let fraction = ctx.config.policy.fleet_breaker_fraction;
+                if fleet.nodes > 0 && fleet.same_code as f64 / fleet.nodes as f64 > fraction {
+                    let detail = format!(
+                        "fleet breaker: {} of {} nodes in our partitions already carry `hc: {code}` \
+                         (limit {:.0}%); not touching {}: check the config that was pushed",
+                        fleet.same_code,
+                        fleet.nodes,
+                        fraction * 100.0,
+                        ctx.node
+                    );
+                    ctx.result
+                        .messages
+                        .push(format!("healthcheck: FLEET BREAKER: {detail}"));
+                    return ctx.change(action, &reason, &cause_list, Outcome::Breaker, detail);
+                }
+            }
+        }
+    }
+    // A node already down stays down (a reason update must not bring it
+    // back as drained); otherwise `down_action` says how `down` is done.
+    let state = if down && (current.is_down() || ctx.config.policy.down_action == DownAction::Down)
+    {
+        "DOWN"
+    } else {
+        "DRAIN"
+    };
+    let args = slurm::update_args(ctx.node, state, Some(&reason));
+    if !ctx.scontrol(action, &reason, &cause_list, &args) {
+        return;
+    }
+    if down && state == "DRAIN" && !current.is_down() {
+        requeue_running(ctx, &reason, &cause_list);
+    }
+    keep_ours(memory, action, &reason, cause_list, ctx.now);
+}
+
+fn keep_ours(memory: &mut Memory, action: &str, reason: &str, causes: Vec<Cause>, now: i64) {
+    let at = memory
+        .ours
+        .as_ref()
+        .filter(|o| o.reason == reason)
+        .map_or(now, |o| o.at);
+    memory.ours = Some(Ours {
+        action: action.to_string(),
+        reason: reason.to_string(),
+        causes,
+        at,
+        clean_runs: 0,
+    });
+}
+
+/// `drain-requeue`: the node is drained; requeue what runs on it.
+fn requeue_running(ctx: &mut Ctx, reason: &str, causes: &[Cause]) {
+    if ctx.dry_run {
+        let shown = ctx
+            .cmds
+            .display("scontrol", &["requeue", "<jobs running on node>"]);
+        ctx.result.messages.push(format!("dry-run: {shown}"));
+        return;
+    }
+    (ctx.before_slurm)("squeue");
+    let jobs = match slurm::running_jobs(ctx.cmds, ctx.node) {
+        Ok(j) => j,
+        Err(e) => return ctx.slurm_failed("requeue", reason, causes, e.to_string()),
+    };
+    if jobs.is_empty() {
+        return;
+    }
+    let mut args = vec!["requeue".to_string()];
+    args.push(jobs.join(","));
+    ctx.scontrol("requeue", reason, causes, &args);
+}
+
+fn maybe_resume(ctx: &mut Ctx, report: &RunReport, memory: &mut Memory) {
+    let Some(ours) = memory.ours.as_mut() else {
+        return;
+    };
+    let ran: BTreeSet<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    // A clean run counts only if it ran every check that took the node out.
+    if ours.causes.iter().all(|c| ran.contains(c.check.as_str())) {
+        ours.clean_runs += 1;
+    }
+    let auto = ours.causes.iter().all(|c| {
+        ctx.config
+            .policy
+            .auto_resume_checks
+            .iter()
+            .any(|a| a == &c.check)
+    });
+    if !auto || ours.clean_runs < ctx.config.policy.clean_runs_to_resume {
+        return;
+    }
+    let ours = ours.clone();
+    (ctx.before_slurm)("sinfo node");
+    let current = match slurm::node_state(ctx.cmds, ctx.node) {
+        Ok(s) => s,
+        Err(e) => return ctx.slurm_failed("resume", &ours.reason, &ours.causes, e.to_string()),
+    };
+    if owner(&current.reason) != ReasonOwner::HealthCheck
+        || !(current.is_drain() || current.is_down())
+    {
+        // Someone resumed it or put their own reason on it: no longer ours.
+        memory.ours = None;
+        if !current.reason.is_empty() {
+            let detail = format!("reason is now `{}`, not ours: not resuming", current.reason);
+            ctx.change(
+                "resume",
+                &ours.reason,
+                &ours.causes,
+                Outcome::Skipped,
+                detail,
+            );
+        }
+        return;
+    }
+    let args = slurm::update_args(ctx.node, "RESUME", None);
+    if ctx.scontrol("resume", &ours.reason, &ours.causes, &args) && !ctx.dry_run {
+        memory.ours = None;
+    }
+}
+
+#[cfg(test)]
+mod tests;

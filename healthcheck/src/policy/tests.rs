@@ -1,0 +1,171 @@
+//! The policy's decisions that need no Slurm, or a Slurm that is not there.
+//! Its behaviour against Slurm itself is proven on the real test cluster
+//! (`tests/e2e`).
+
+use super::*;
+use crate::check::Profile;
+use crate::engine::CheckSummary;
+use crate::record::Trigger;
+
+fn report(findings: Vec<Finding>) -> RunReport {
+    let checks = findings
+        .iter()
+        .map(|f| CheckSummary {
+            name: f.check.clone(),
+            worst: f.severity,
+            duration_ms: 1.0,
+            timed_out: false,
+        })
+        .collect();
+    RunReport {
+        node: "node1".into(),
+        started_at: chrono::Utc::now(),
+        duration_ms: 1.0,
+        profile: Profile::Periodic,
+        trigger: Trigger::Periodic,
+        job_id: None,
+        worst: crate::finding::worst(&findings),
+        exit_code: 0,
+        checks,
+        findings,
+        new_events: Vec::new(),
+        run_id: None,
+    }
+}
+
+/// A Slurm whose commands do not exist: every call fails at once.
+fn absent_slurm() -> SlurmCommands {
+    SlurmCommands::new("/nonexistent/slurm/bin", None, Duration::from_secs(1))
+}
+
+#[test]
+fn clean_and_warning_runs_never_call_slurm() {
+    let config = Config::default();
+    let mut memory = Memory::default();
+    let mut calls = Vec::new();
+    let r = report(vec![
+        Finding::ok("xid", "gpu0"),
+        Finding::new("ib", "mlx5_0:1", "IB_SYMBOL_ERRORS", Severity::Warning),
+        Finding::unknown("gpu", "node", "CHECK_FAILED", "no NVML"),
+    ]);
+    let out = decide(&config, &r, false, &mut memory, &absent_slurm(), &mut |c| {
+        calls.push(c.to_string())
+    });
+    assert!(calls.is_empty(), "{calls:?}");
+    assert!(out.changes.is_empty());
+}
+
+#[test]
+fn unknown_streak_becomes_a_warning_after_n_runs_and_resets() {
+    let config = Config::default();
+    let mut memory = Memory::default();
+    let unknown = report(vec![Finding::unknown("gpu", "node", "CHECK_FAILED", "x")]);
+    for run in 1..=3 {
+        let out = decide(
+            &config,
+            &unknown,
+            false,
+            &mut memory,
+            &absent_slurm(),
+            &mut |_| {},
+        );
+        let warned = out.findings.iter().any(|f| f.code == UNKNOWN_STREAK);
+        assert_eq!(warned, run == 3, "run {run}");
+    }
+    decide(
+        &config,
+        &report(vec![Finding::ok("gpu", "gpu0")]),
+        false,
+        &mut memory,
+        &absent_slurm(),
+        &mut |_| {},
+    );
+    assert!(memory.unknown_streak.is_empty());
+}
+
+#[test]
+fn unreachable_slurm_is_recorded_once_and_not_retried() {
+    let config = Config::default();
+    let mut memory = Memory::default();
+    let mut calls = 0;
+    let r = report(vec![Finding::new("xid", "gpu3", "XID_79", Severity::Down)]);
+    let out = decide(
+        &config,
+        &r,
+        false,
+        &mut memory,
+        &absent_slurm(),
+        &mut |_| calls += 1,
+    );
+    assert_eq!(calls, 1, "one failed call ends the attempt");
+    assert_eq!(out.changes.len(), 1);
+    assert_eq!(out.changes[0].outcome, Outcome::Failed);
+    assert_eq!(out.changes[0].reason, "hc: XID_79 gpu3");
+    assert!(out
+        .findings
+        .iter()
+        .any(|f| f.code == SLURM_UNREACHABLE && f.severity == Severity::Unknown));
+    assert!(memory.ours.is_none(), "not ours until Slurm took it");
+}
+
+#[test]
+fn resume_waits_for_k_clean_runs_and_only_for_auto_resumable_causes() {
+    let config = Config::default();
+    let clean = report(vec![
+        Finding::ok("mounts", "/scratch"),
+        Finding::ok("xid", "gpu0"),
+    ]);
+    let ours = |check: &str| Ours {
+        action: "drain".into(),
+        reason: "hc: X".into(),
+        causes: vec![Cause {
+            check: check.into(),
+            code: "X".into(),
+            entity: "e".into(),
+        }],
+        at: 0,
+        clean_runs: 0,
+    };
+    // mounts: the first clean run only counts, the second tries to resume.
+    let mut memory = Memory {
+        ours: Some(ours("mounts")),
+        ..Default::default()
+    };
+    let mut calls = 0;
+    decide(
+        &config,
+        &clean,
+        false,
+        &mut memory,
+        &absent_slurm(),
+        &mut |_| calls += 1,
+    );
+    assert_eq!(calls, 0);
+    let out = decide(
+        &config,
+        &clean,
+        false,
+        &mut memory,
+        &absent_slurm(),
+        &mut |_| calls += 1,
+    );
+    assert_eq!(calls, 1);
+    assert_eq!(out.changes[0].action, "resume");
+    assert_eq!(out.changes[0].outcome, Outcome::Failed);
+    // xid: never resumed by us, however many clean runs.
+    let mut memory = Memory {
+        ours: Some(ours("xid")),
+        ..Default::default()
+    };
+    for _ in 0..5 {
+        decide(
+            &config,
+            &clean,
+            false,
+            &mut memory,
+            &absent_slurm(),
+            &mut |_| calls += 1,
+        );
+    }
+    assert_eq!(calls, 1);
+}

@@ -1,0 +1,335 @@
+//! Acting on lemons: drain new ones, with every safety of the design.
+//!
+//! * Only nodes in service are drained; the state of all nodes comes from one
+//!   `sinfo -h -N -o '%N|%T|%E'` call. A node that is down, drained, draining,
+//!   in maintenance, rebooting, powered off, or carries any reason at all
+//!   (an administrator's words included) is left alone.
+//! * Nothing is ever resumed.
+//! * A circuit breaker caps drains per run at `max_drain_fraction` of the
+//!   fleet (rounded up) and at `max_drains_per_run`; past the cap the worst
+//!   are drained and the rest are reported, and the run exits with an error.
+//! * A failed or stale ingest drains nothing.
+//! * `--dry-run` prints the scontrol argv and records only `would_drain`.
+
+use crate::db::{self, NodeIds};
+use crate::decide::{self, Scores, Verdict};
+use crate::error::{LemonError, Result};
+use lemonade_slurm::command::SlurmCommands;
+use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// A node's current state as sinfo shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeState {
+    pub state: String,
+    pub reason: String,
+}
+
+/// Parses `sinfo -h -N -o '%N|%T|%E'`; a node listed once per partition is kept once.
+pub fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
+    let mut map = HashMap::new();
+    for line in text.lines() {
+        let mut f = line.splitn(3, '|');
+        let (Some(node), Some(state)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let node = node.trim();
+        if node.is_empty() {
+            continue;
+        }
+        let reason = f.next().unwrap_or("").trim();
+        let reason = if reason == "none" || reason == "(null)" {
+            ""
+        } else {
+            reason
+        };
+        map.insert(
+            node.to_string(),
+            NodeState {
+                state: state.trim().to_string(),
+                reason: reason.to_string(),
+            },
+        );
+    }
+    map
+}
+
+/// True unless the node is plainly in service with no reason set.
+pub fn out_of_service(s: &NodeState) -> bool {
+    let st = s.state.to_ascii_lowercase();
+    let flags_off = st.ends_with('*')
+        || st.ends_with('~')
+        || st.ends_with('#')
+        || st.ends_with('%')
+        || st.ends_with('!')
+        || st.ends_with('@')
+        || st.ends_with('^')
+        || st.ends_with('$');
+    let words = [
+        "drain", "down", "fail", "maint", "reboot", "power", "future", "unknown", "reserved",
+        "planned", "inval", "boot",
+    ];
+    flags_off || words.iter().any(|w| st.contains(w)) || !s.reason.is_empty()
+}
+
+/// What was done about one flagged node.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Drained,
+    WouldDrain,
+    DrainFailed,
+    SkippedOutOfService,
+    SkippedUnknownToSlurm,
+    HeldByBreaker,
+    /// Not drained because the ingest failed or the history is stale.
+    Refused,
+    /// Drained by lemon earlier and not released: nothing new.
+    KnownLemon,
+}
+
+impl Action {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Action::Drained => "drained",
+            Action::WouldDrain => "would_drain",
+            Action::DrainFailed => "drain_failed",
+            Action::SkippedOutOfService => "skipped_out_of_service",
+            Action::SkippedUnknownToSlurm => "skipped_unknown_to_slurm",
+            Action::HeldByBreaker => "held_by_breaker",
+            Action::Refused => "refused",
+            Action::KnownLemon => "known_lemon",
+        }
+    }
+}
+
+/// One line of the action plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub node: String,
+    pub action: Action,
+    pub reason: String,
+    /// The scontrol argv, for drains (done or not).
+    pub command: Option<String>,
+    pub detail: String,
+}
+
+/// The result of acting.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct ActReport {
+    pub outcomes: Vec<Outcome>,
+    pub breaker_tripped: bool,
+    pub breaker_cap: usize,
+    /// Why nothing was drained, when so.
+    pub refused: Option<String>,
+}
+
+impl ActReport {
+    /// Nodes newly drained (or that would be, in a dry run).
+    pub fn new_lemons(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|o| matches!(o.action, Action::Drained | Action::WouldDrain))
+            .count()
+    }
+}
+
+/// Settings of acting.
+pub struct ActParams<'a> {
+    pub slurm: &'a SlurmCommands,
+    pub dry_run: bool,
+    pub window_days: u32,
+    pub max_drain_fraction: f64,
+    pub max_drains_per_run: u32,
+    pub now: i64,
+}
+
+/// The breaker's cap for a fleet of `fleet` nodes.
+pub fn breaker_cap(fleet: usize, fraction: f64, max: u32) -> usize {
+    ((fleet as f64 * fraction).ceil() as usize).min(max as usize)
+}
+
+/// Decides and carries out the drains of the flagged nodes. `refuse` (a
+/// failed or stale ingest) turns every drain into a report line.
+pub fn act(
+    conn: &Connection,
+    scores: &Scores,
+    p: &ActParams<'_>,
+    refuse: Option<String>,
+) -> Result<ActReport> {
+    let mut report = ActReport {
+        refused: refuse.clone(),
+        ..ActReport::default()
+    };
+    let flagged: Vec<&Verdict> = scores.flagged().collect();
+    if flagged.is_empty() {
+        return Ok(report);
+    }
+    if let Some(why) = refuse {
+        for v in flagged {
+            report.outcomes.push(Outcome {
+                node: v.signals.node.clone(),
+                action: Action::Refused,
+                reason: decide::reason(v, p.window_days),
+                command: None,
+                detail: format!("not drained: {why}"),
+            });
+        }
+        return Ok(report);
+    }
+    let active = db::active_lemons(conn)?;
+    let ids = NodeIds::load(conn)?;
+    let sinfo = p
+        .slurm
+        .run("sinfo", &["-h", "-N", "-o", "%N|%T|%E"])
+        .map_err(|source| LemonError::Slurm {
+            what: "sinfo".into(),
+            source,
+        })?;
+    let states = parse_sinfo(&sinfo.stdout);
+    report.breaker_cap = breaker_cap(states.len(), p.max_drain_fraction, p.max_drains_per_run);
+    let mut drained = 0usize;
+    for v in flagged {
+        let node = &v.signals.node;
+        let reason = decide::reason(v, p.window_days);
+        let args_owned = [
+            "update".to_string(),
+            format!("NodeName={node}"),
+            "State=DRAIN".to_string(),
+            format!("Reason={reason}"),
+        ];
+        let args: Vec<&str> = args_owned.iter().map(String::as_str).collect();
+        let command = p.slurm.display("scontrol", &args);
+        let mut out = Outcome {
+            node: node.clone(),
+            action: Action::KnownLemon,
+            reason: reason.clone(),
+            command: None,
+            detail: String::new(),
+        };
+        let id = ids.get(node);
+        if let Some(at) = id.and_then(|id| active.get(&id)) {
+            out.detail = format!("drained by lemon at {}", db::fmt_time(*at));
+        } else if let Some(state) = states.get(node).filter(|s| out_of_service(s)) {
+            out.action = Action::SkippedOutOfService;
+            out.detail = format!("state {}, reason `{}`", state.state, state.reason);
+        } else if !states.contains_key(node) {
+            out.action = Action::SkippedUnknownToSlurm;
+            out.detail = "sinfo does not list it".into();
+        } else if drained >= report.breaker_cap {
+            out.action = Action::HeldByBreaker;
+            out.command = Some(command);
+            out.detail = format!(
+                "circuit breaker: at most {} drains per run",
+                report.breaker_cap
+            );
+            report.breaker_tripped = true;
+        } else if p.dry_run {
+            out.action = Action::WouldDrain;
+            out.command = Some(command);
+            drained += 1;
+        } else {
+            out.command = Some(command);
+            match p.slurm.run("scontrol", &args) {
+                Ok(_) => {
+                    out.action = Action::Drained;
+                    drained += 1;
+                }
+                Err(e) => {
+                    out.action = Action::DrainFailed;
+                    out.detail = e.to_string();
+                }
+            }
+        }
+        record(conn, v, &out, p)?;
+        report.outcomes.push(out);
+    }
+    Ok(report)
+}
+
+/// Writes a decision, skipping repeats of the node's last decision so that
+/// an hourly cron does not fill the history with the same line.
+fn record(conn: &Connection, v: &Verdict, out: &Outcome, p: &ActParams<'_>) -> Result<()> {
+    if out.action == Action::KnownLemon {
+        return Ok(());
+    }
+    let mut ids = NodeIds::load(conn)?;
+    let node = ids.get_or_insert(conn, &out.node)?;
+    let last: Option<String> = conn
+        .query_row(
+            "SELECT action FROM decisions WHERE node = ?1 ORDER BY at DESC, id DESC LIMIT 1",
+            [node],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let action = out.action.as_str();
+    if last.as_deref() == Some(action) && out.action != Action::Drained {
+        return Ok(());
+    }
+    let signals = serde_json::json!({
+        "signals": v.signals,
+        "tripped": v.tripped,
+        "p_value": v.p_value,
+        "expected_fails": v.expected_fails,
+        "detail": out.detail,
+    });
+    conn.execute(
+        "INSERT INTO decisions(at, node, action, reason, signals, jobs, dry_run)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            p.now,
+            node,
+            action,
+            out.reason,
+            signals.to_string(),
+            serde_json::to_string(&v.signals.failing_jobs).unwrap_or_default(),
+            p.dry_run
+        ],
+    )?;
+    Ok(())
+}
+
+/// `lemon release NODE`: forgives the node's history from now on. Slurm is not touched.
+pub fn release(conn: &Connection, node: &str, note: &str, now: i64) -> Result<()> {
+    let mut ids = NodeIds::load(conn)?;
+    let id = ids.get_or_insert(conn, node)?;
+    conn.execute(
+        "INSERT INTO decisions(at, node, action, reason) VALUES (?1, ?2, 'released', ?3)",
+        params![now, id, note],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sinfo_states_and_reasons() {
+        let m = parse_sinfo(
+            "n1|idle|none\nn2|drained|bad fan\nn3|mixed|\nn1|idle|none\nn4|down*|Not responding\n",
+        );
+        assert_eq!(m.len(), 4);
+        assert!(!out_of_service(&m["n1"]));
+        assert!(out_of_service(&m["n2"]));
+        assert!(!out_of_service(&m["n3"]));
+        assert!(out_of_service(&m["n4"]));
+        assert!(out_of_service(&NodeState {
+            state: "idle".into(),
+            reason: "admin says wait".into()
+        }));
+        assert!(out_of_service(&NodeState {
+            state: "idle~".into(),
+            reason: String::new()
+        }));
+    }
+
+    #[test]
+    fn breaker_rounds_up_and_respects_the_absolute_cap() {
+        assert_eq!(breaker_cap(3, 0.02, 10), 1);
+        assert_eq!(breaker_cap(4000, 0.02, 10), 10);
+        assert_eq!(breaker_cap(100, 0.02, 10), 2);
+        assert_eq!(breaker_cap(0, 0.02, 10), 0);
+    }
+}

@@ -1,0 +1,156 @@
+//! The `lemon` command line. Kept in the library so that packaging can
+//! generate the man page and completions from the same definitions.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lemon",
+    version,
+    about = "Find and drain lemon nodes: nodes that keep failing jobs without any single health check catching them.",
+    long_about = "Find and drain lemon nodes from scheduler history.\n\n\
+        `lemon run` (the cron entry) ingests sacct jobs, node events, the nodes' spool exports \
+        and job exclusions into lemon.db, scores every node over the window, drains new lemons \
+        with a `lemon:` reason and prints a report.\n\n\
+        Exit codes: 0 nothing new, 1 new lemons found (drained, or would be with --dry-run), \
+        2 error (ingest failed, history stale, circuit breaker tripped, bad usage).",
+    after_help = "Lemons go to repair; `lemon release NODE` forgives a node's history once it is fixed. \
+        lemon never resumes a node: do that with `scontrol update NodeName=NODE State=RESUME`."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// Config file.
+    #[arg(long, global = true, env = "LEMONADE_CONFIG", default_value = lemonade_config::DEFAULT_PATH)]
+    pub config: PathBuf,
+    /// The lemon database (default: `[lemon] db_path`).
+    #[arg(long, global = true)]
+    pub db: Option<PathBuf>,
+    /// Score as of this time (unix seconds) instead of now: for replayed histories.
+    #[arg(long, global = true, value_name = "EPOCH")]
+    pub now: Option<i64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ingest history into lemon.db: sacct, node events, spool exports, exclusions.
+    Ingest(IngestArgs),
+    /// Score nodes and print the flagged ones; changes nothing in Slurm.
+    Score(ScoreArgs),
+    /// The cron entry: ingest, score, drain new lemons, report.
+    Run(RunArgs),
+    /// Ranked nodes, their signals and the history of lemon decisions.
+    Report(ReportArgs),
+    /// Forgive a repaired node's history. Does not resume it in Slurm.
+    Release(ReleaseArgs),
+    /// Repair tickets: open, close, import.
+    #[command(subcommand)]
+    Ticket(TicketCommand),
+    /// Expected ETTR of one job: the reliability paper's formula, and the checkpoint interval a target needs.
+    Ettr(crate::reliability::cli::EttrArgs),
+}
+
+/// Where history comes from. Without any file option, from Slurm itself.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SourceArgs {
+    /// Read jobs in sacct format (`-P`, the fixed field list) from a file, or `-` for stdin, instead of running sacct.
+    #[arg(long, value_name = "FILE")]
+    pub sacct_file: Option<PathBuf>,
+    /// Read node events (`sacctmgr -n -P show event format=NodeName,Start,End,State,Reason,User`) from a file instead of sacctmgr.
+    #[arg(long, value_name = "FILE")]
+    pub events_file: Option<PathBuf>,
+    /// Read `squeue -h -o '%i|%x'` output from a file instead of running squeue.
+    #[arg(long, value_name = "FILE")]
+    pub exclusions_file: Option<PathBuf>,
+    /// The spool directory of the nodes' exports (default: `[lemon] spool_dir`, then `[spool] dir`).
+    #[arg(long, value_name = "DIR")]
+    pub spool_dir: Option<PathBuf>,
+    /// Do not call any Slurm command to ingest; only the files given.
+    #[arg(long)]
+    pub no_slurm: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+/// Output formats of scores and reports.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+    Markdown,
+    /// One self-contained page (with `report --reliability`: inline SVG charts).
+    Html,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ScoreArgs {
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Print the scontrol commands instead of running them; record nothing as drained.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// How many healthy nodes to list after the flagged ones.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// The cluster reliability report instead: job outcomes, attributed failures,
+    /// failure rate, MTTF by job size, expected ETTR, lost goodput, lemon signals.
+    #[arg(long)]
+    pub reliability: bool,
+    #[command(flatten)]
+    pub reliability_args: crate::reliability::cli::ReliabilityArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ReleaseArgs {
+    /// The Slurm node name.
+    pub node: String,
+    /// Why, e.g. the repair done.
+    #[arg(long, default_value = "")]
+    pub note: String,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum TicketCommand {
+    /// Open a repair ticket for a node.
+    Open {
+        node: String,
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+    /// Close the node's open tickets.
+    Close {
+        node: String,
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+    /// Import tickets from a CSV file with the header `node,opened_at,closed_at,note`
+    /// (times as unix seconds or `YYYY-MM-DDTHH:MM:SS` UTC; `closed_at` may be empty).
+    Import { file: PathBuf },
+}

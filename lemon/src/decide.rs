@@ -1,0 +1,308 @@
+//! Which nodes are lemons: threshold rules per signal, a Poisson tail test
+//! against the fleet's failure rate, and a gate on distinct failing jobs.
+//!
+//! A node is flagged when
+//! * it has at least `min_failing_jobs` distinct failing jobs attributed to it,
+//!   on at least `min_failing_days` distinct days (one bad day is not a lemon), and
+//! * either its failure count is improbable given the fleet's failure rate
+//!   per node-day and its own node-days (Poisson tail below `p_value`), or at
+//!   least two signals reach their thresholds.
+//!
+//! A threshold is the configured value, else the fleet's `fleet_quantile`
+//! of that signal, but never below the configured floor.
+
+use crate::signals::{FleetSignals, NodeSignals, SIGNALS};
+use lemonade_config::LemonSettings;
+use serde::Serialize;
+
+/// One tripped threshold rule.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Trip {
+    pub signal: &'static str,
+    pub value: f64,
+    pub threshold: f64,
+}
+
+/// The decision on one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub signals: NodeSignals,
+    pub tripped: Vec<Trip>,
+    /// P(X >= fails) under the fleet rate.
+    pub p_value: f64,
+    /// Failures expected from the fleet rate and the node's node-days.
+    pub expected_fails: f64,
+    pub poisson_tripped: bool,
+    pub flagged: bool,
+}
+
+/// The thresholds in force for one scoring.
+#[derive(Debug, Clone, Serialize)]
+pub struct Thresholds {
+    pub values: Vec<(&'static str, f64)>,
+}
+
+impl Thresholds {
+    pub fn get(&self, name: &str) -> f64 {
+        self.values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(f64::INFINITY, |(_, v)| *v)
+    }
+}
+
+/// Everything scoring decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scores {
+    pub window_start: i64,
+    pub window_end: i64,
+    pub fleet_nodes: usize,
+    /// Attributed failures per 1000 node-days.
+    pub fleet_rate_per_1000_node_days: f64,
+    pub attributed_failures: u64,
+    pub unattributed_failures: u64,
+    pub user_error_failures: u64,
+    pub thresholds: Thresholds,
+    /// All nodes, worst first.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl Scores {
+    /// The flagged nodes, worst first.
+    pub fn flagged(&self) -> impl Iterator<Item = &Verdict> {
+        self.verdicts.iter().filter(|v| v.flagged)
+    }
+}
+
+/// P(X >= k) for X ~ Poisson(mu), summed from k upward so that tiny tails keep their precision.
+pub fn poisson_tail(k: u32, mu: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if mu <= 0.0 {
+        return 0.0;
+    }
+    let mut log_term = -mu + f64::from(k) * mu.ln() - ln_factorial(k);
+    let mut sum = 0.0;
+    let mut i = k;
+    loop {
+        let term = log_term.exp();
+        sum += term;
+        i += 1;
+        log_term += mu.ln() - f64::from(i).ln();
+        if (term < sum * 1e-15 && f64::from(i) > mu) || i > k + 100_000 {
+            break;
+        }
+    }
+    sum.min(1.0)
+}
+
+fn ln_factorial(n: u32) -> f64 {
+    (2..=n).map(|i| f64::from(i).ln()).sum()
+}
+
+/// The `q` quantile of `values` (nearest rank).
+pub fn quantile(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
+}
+
+fn configured(cfg: &LemonSettings, name: &str) -> (Option<f64>, f64) {
+    let t = &cfg.thresholds;
+    let f = &cfg.threshold_floors;
+    match name {
+        "excl_jobid_count" => (t.excl_jobid_count, f.excl_jobid_count),
+        "xid_cnt" => (t.xid_cnt, f.xid_cnt),
+        "tickets" => (t.tickets, f.tickets),
+        "out_count" => (t.out_count, f.out_count),
+        "multi_node_node_fails" => (t.multi_node_node_fails, f.multi_node_node_fails),
+        "single_node_node_fails" => (t.single_node_node_fails, f.single_node_node_fails),
+        "single_node_node_failure_rate" => (
+            t.single_node_node_failure_rate,
+            f.single_node_node_failure_rate,
+        ),
+        "early_fails" => (t.early_fails, f.early_fails),
+        _ => (None, f64::INFINITY),
+    }
+}
+
+/// Applies the rules to the fleet's signals.
+pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
+    let thresholds = Thresholds {
+        values: SIGNALS
+            .iter()
+            .map(|&name| {
+                let (set, floor) = configured(cfg, name);
+                let t = set.unwrap_or_else(|| {
+                    let mut v: Vec<f64> = fleet.nodes.iter().map(|n| n.get(name)).collect();
+                    quantile(&mut v, cfg.fleet_quantile).max(floor)
+                });
+                (name, t)
+            })
+            .collect(),
+    };
+    let rate = if fleet.node_days > 0.0 {
+        fleet.attributed_failures as f64 / fleet.node_days
+    } else {
+        0.0
+    };
+    let mut verdicts: Vec<Verdict> = fleet
+        .nodes
+        .into_iter()
+        .map(|s| {
+            let tripped: Vec<Trip> = thresholds
+                .values
+                .iter()
+                .filter_map(|&(name, t)| {
+                    let value = s.get(name);
+                    (value > 0.0 && value >= t).then_some(Trip {
+                        signal: name,
+                        value,
+                        threshold: t,
+                    })
+                })
+                .collect();
+            let expected = rate * s.node_days;
+            let p_value = poisson_tail(s.fails(), expected);
+            let poisson_tripped = s.fails() > 0 && p_value < cfg.p_value;
+            let gate = s.fails() >= cfg.min_failing_jobs && s.failing_days >= cfg.min_failing_days;
+            let flagged = gate && (poisson_tripped || tripped.len() >= 2);
+            Verdict {
+                signals: s,
+                tripped,
+                p_value,
+                expected_fails: expected,
+                poisson_tripped,
+                flagged,
+            }
+        })
+        .collect();
+    verdicts.sort_by(|a, b| {
+        b.flagged
+            .cmp(&a.flagged)
+            .then(a.p_value.total_cmp(&b.p_value))
+            .then(b.signals.fails().cmp(&a.signals.fails()))
+            .then(b.tripped.len().cmp(&a.tripped.len()))
+            .then(a.signals.node.cmp(&b.signals.node))
+    });
+    Scores {
+        window_start: fleet.window_start,
+        window_end: fleet.window_end,
+        fleet_nodes: verdicts.len(),
+        fleet_rate_per_1000_node_days: rate * 1000.0,
+        attributed_failures: fleet.attributed_failures,
+        unattributed_failures: fleet.unattributed_failures,
+        user_error_failures: fleet.user_error_failures,
+        thresholds,
+        verdicts,
+    }
+}
+
+/// The Slurm reason of a lemon drain: the failure count and window first, so
+/// that `sinfo -R`'s 20 characters show it (`lemon: 6 fails/28d`), then the rules.
+pub fn reason(v: &Verdict, window_days: u32) -> String {
+    let mut r = format!("lemon: {} fails/{}d", v.signals.fails(), window_days);
+    if v.poisson_tripped {
+        r.push_str(&format!(" p={:.0e}", v.p_value));
+    }
+    for t in &v.tripped {
+        r.push_str(&format!(" {}={}", short(t.signal), fmt_value(t.value)));
+    }
+    lemonade_slurm::reason::truncate(&r)
+}
+
+fn short(signal: &str) -> &str {
+    match signal {
+        "excl_jobid_count" => "excl",
+        "xid_cnt" => "xid",
+        "tickets" => "tickets",
+        "out_count" => "out",
+        "multi_node_node_fails" => "multi",
+        "single_node_node_fails" => "single",
+        "single_node_node_failure_rate" => "rate",
+        "early_fails" => "early",
+        s => s,
+    }
+}
+
+/// A signal value as reports print it: integers without decimals.
+pub fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, fails: u32, days: u32, node_days: f64) -> NodeSignals {
+        NodeSignals {
+            node: name.into(),
+            single_node_node_fails: fails,
+            failing_jobs: (0..fails).map(|i| format!("{name}-{i}")).collect(),
+            failing_days: days,
+            node_days,
+            single_node_jobs: 100,
+            single_node_node_failure_rate: f64::from(fails) / 100.0,
+            ..NodeSignals::default()
+        }
+    }
+
+    fn fleet(nodes: Vec<NodeSignals>) -> FleetSignals {
+        FleetSignals {
+            attributed_failures: nodes.iter().map(|n| u64::from(n.fails())).sum(),
+            node_days: nodes.iter().map(|n| n.node_days).sum(),
+            nodes,
+            ..FleetSignals::default()
+        }
+    }
+
+    #[test]
+    fn poisson_tail_matches_known_values() {
+        assert!((poisson_tail(1, 1.0) - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
+        assert!((poisson_tail(3, 2.0) - 0.323_323_583_816_936_5).abs() < 1e-12);
+        assert!(poisson_tail(20, 0.1) < 1e-30);
+        assert_eq!(poisson_tail(0, 5.0), 1.0);
+    }
+
+    #[test]
+    fn a_repeat_offender_is_flagged_and_background_is_not() {
+        let mut nodes: Vec<NodeSignals> = (0..1000)
+            .map(|i| node(&format!("n{i:04}"), u32::from(i % 200 == 0), 1, 28.0))
+            .collect();
+        nodes.push(node("lemon1", 6, 5, 28.0));
+        let scores = decide(fleet(nodes), &LemonSettings::default());
+        let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
+        assert_eq!(flagged, ["lemon1"]);
+        let v = &scores.verdicts[0];
+        assert!(v.poisson_tripped);
+        assert!(reason(v, 28).starts_with("lemon: 6 fails/28d"));
+    }
+
+    #[test]
+    fn one_bad_day_or_too_few_jobs_is_not_a_lemon() {
+        let mut nodes: Vec<NodeSignals> = (0..1000)
+            .map(|i| node(&format!("n{i:04}"), 0, 0, 28.0))
+            .collect();
+        nodes.push(node("burst", 8, 1, 28.0));
+        nodes.push(node("few", 2, 2, 28.0));
+        let scores = decide(fleet(nodes), &LemonSettings::default());
+        assert_eq!(scores.flagged().count(), 0);
+    }
+
+    #[test]
+    fn configured_thresholds_win_over_the_fleet() {
+        let mut cfg = LemonSettings::default();
+        cfg.thresholds.tickets = Some(1.0);
+        let scores = decide(fleet(vec![node("a", 0, 0, 1.0)]), &cfg);
+        assert_eq!(scores.thresholds.get("tickets"), 1.0);
+        assert_eq!(scores.thresholds.get("xid_cnt"), 3.0);
+    }
+}

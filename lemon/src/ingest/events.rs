@@ -1,0 +1,186 @@
+//! Node events from `sacctmgr show event`: when nodes went DOWN/DRAIN, why, and who said so.
+//!
+//! An event is keyed by (node, start); its end is filled in when a later
+//! ingest sees it closed, so the whole window is simply re-read each run.
+
+use super::IngestStats;
+use crate::db::{self, NodeIds};
+use crate::error::{LemonError, Result};
+use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::reason::{self, ReasonOwner};
+use lemonade_sql::rusqlite::{params, Connection};
+
+/// The fields asked of sacctmgr, in this order.
+pub const EVENT_FIELDS: &str = "NodeName,Start,End,State,Reason,User";
+
+/// One node event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeEvent {
+    pub node: String,
+    pub start: i64,
+    pub end: Option<i64>,
+    pub state: String,
+    pub reason: String,
+    pub user: String,
+}
+
+/// The owner's name as stored.
+pub fn owner_name(owner: ReasonOwner) -> &'static str {
+    match owner {
+        ReasonOwner::HealthCheck => "health_check",
+        ReasonOwner::Lemon => "lemon",
+        ReasonOwner::Slurm => "slurm",
+        ReasonOwner::Administrator => "administrator",
+        ReasonOwner::None => "none",
+    }
+}
+
+/// Parses one line; `Ok(None)` for blank lines and cluster events (no node).
+pub fn parse_line(line: &str) -> Result<Option<NodeEvent>, String> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    if line.trim().is_empty() || line.starts_with("NodeName|") {
+        return Ok(None);
+    }
+    let f: Vec<&str> = line.split('|').collect();
+    if f.len() < 6 {
+        return Err(format!("{} fields, expected 6 ({EVENT_FIELDS})", f.len()));
+    }
+    let node = f[0].trim();
+    if node.is_empty() {
+        return Ok(None);
+    }
+    // A reason may itself contain `|`: it is everything between State and User.
+    let user = f[f.len() - 1].trim();
+    let reason = f[4..f.len() - 1].join("|");
+    let start = db::parse_time(f[1])
+        .map_err(|e| format!("Start: {e}"))?
+        .ok_or("Start is unknown")?;
+    let end = db::parse_time(f[2]).map_err(|e| format!("End: {e}"))?;
+    Ok(Some(NodeEvent {
+        node: node.to_string(),
+        start,
+        end,
+        state: f[3].trim().to_string(),
+        reason: reason.trim().to_string(),
+        user: user.to_string(),
+    }))
+}
+
+/// True for states that took the node out of service.
+pub fn is_out_of_service(state: &str) -> bool {
+    let s = state.to_ascii_uppercase();
+    ["DOWN", "DRAIN", "FAIL", "MAINT", "REBOOT"]
+        .iter()
+        .any(|w| s.contains(w))
+}
+
+/// Stores the events of `text`; `name` labels errors.
+pub fn ingest_text(conn: &mut Connection, text: &str, name: &str) -> Result<IngestStats> {
+    let mut stats = IngestStats::default();
+    let mut nodes = NodeIds::load(conn)?;
+    let tx = conn.transaction()?;
+    {
+        let mut up = tx.prepare_cached(
+            "INSERT INTO node_events(node, start_time, end_time, state, reason, user, owner)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT(node, start_time) DO UPDATE SET end_time = excluded.end_time,
+                 state = excluded.state, reason = excluded.reason, user = excluded.user, owner = excluded.owner",
+        )?;
+        for (i, line) in text.lines().enumerate() {
+            match parse_line(line) {
+                Ok(None) => {}
+                Ok(Some(ev)) => {
+                    stats.rows_read += 1;
+                    let node = nodes.get_or_insert(&tx, &ev.node)?;
+                    let owner = owner_name(reason::owner(&ev.reason));
+                    stats.inserted += up.execute(params![
+                        node, ev.start, ev.end, ev.state, ev.reason, ev.user, owner
+                    ])? as u64;
+                }
+                Err(m) => {
+                    stats.rows_read += 1;
+                    stats.malformed(format!("{name}:{}", i + 1), m);
+                }
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(stats)
+}
+
+/// Reads the events of the scoring window from sacctmgr.
+pub fn ingest_from_slurm(
+    conn: &mut Connection,
+    slurm: &SlurmCommands,
+    now: i64,
+    window_days: u32,
+) -> Result<IngestStats> {
+    let s = db::slurm_time_arg(now - i64::from(window_days) * 86_400);
+    let e = db::slurm_time_arg(now);
+    let start = format!("Start={s}");
+    let end = format!("End={e}");
+    let format = format!("format={EVENT_FIELDS}");
+    let args = [
+        "-n",
+        "-P",
+        "show",
+        "event",
+        "Event=Node",
+        &start,
+        &end,
+        &format,
+    ];
+    let out = slurm
+        .run_with_env("sacctmgr", &args, &[("SLURM_TIME_FORMAT", "%s")])
+        .map_err(|source| LemonError::Slurm {
+            what: "sacctmgr show event".into(),
+            source,
+        })?;
+    ingest_text(conn, &out.stdout, "sacctmgr show event")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_events_with_open_ends_and_pipes_in_reasons() {
+        let ev = parse_line("gpu001|100|Unknown|DRAIN|bad|fan|root")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ev.end, None);
+        assert_eq!(ev.reason, "bad|fan");
+        assert_eq!(ev.user, "root");
+        assert_eq!(parse_line("|100|200|DOWN|cluster|root").unwrap(), None);
+        assert!(parse_line("gpu1|x|200|DOWN|r|root").is_err());
+        assert!(is_out_of_service("IDLE+DRAIN"));
+        assert!(!is_out_of_service("IDLE"));
+    }
+
+    #[test]
+    fn re_ingest_updates_the_end_without_duplicating() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn =
+            db::open(&dir.path().join("l.db"), std::time::Duration::from_secs(1)).unwrap();
+        ingest_text(
+            &mut conn,
+            "gpu001|100|Unknown|DOWN*|Not responding|slurm\n",
+            "f",
+        )
+        .unwrap();
+        ingest_text(
+            &mut conn,
+            "gpu001|100|300|DOWN*|Not responding|slurm\n",
+            "f",
+        )
+        .unwrap();
+        let (n, end, owner): (i64, Option<i64>, String) = conn
+            .query_row(
+                "SELECT count(*), max(end_time), max(owner) FROM node_events",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((n, end, owner.as_str()), (1, Some(300), "slurm"));
+    }
+}

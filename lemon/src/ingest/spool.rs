@@ -1,0 +1,250 @@
+//! Node health from the compute nodes' spool exports (`<dir>/<node>.jsonl`).
+//!
+//! Read incrementally per node: records with a `seq` above the last one taken
+//! from the same `epoch`. A new epoch (the node database was recreated) is
+//! read from its start. Each node's file is one transaction together with its
+//! progress, so a crash re-reads at most that file, and (node, epoch, seq) is
+//! the key, so nothing is stored twice.
+
+use super::IngestStats;
+use crate::db::NodeIds;
+use crate::error::{LemonError, Result};
+use lemonade_spool::{Body, Record};
+use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+/// Ingests every `*.jsonl` export in `dir`.
+pub fn ingest_dir(conn: &mut Connection, dir: &Path) -> Result<IngestStats> {
+    let mut stats = IngestStats::default();
+    let entries = std::fs::read_dir(dir).map_err(|e| LemonError::io(dir, e))?;
+    let mut files: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "jsonl")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    let mut nodes = NodeIds::load(conn)?;
+    for path in files {
+        let (records, errors) = match lemonade_spool::read(&path) {
+            Ok(r) => r,
+            // The node may be rewriting it right now (rename is atomic, but the
+            // file may vanish between listing and reading): next run.
+            Err(e) => {
+                stats.malformed(path.display().to_string(), e.to_string());
+                continue;
+            }
+        };
+        for e in errors {
+            stats.malformed(path.display().to_string(), e.to_string());
+        }
+        stats.rows_read += records.len() as u64;
+        stats.inserted += ingest_records(conn, &mut nodes, &records)?;
+    }
+    Ok(stats)
+}
+
+/// Stores one node file's new records; returns how many were new.
+pub fn ingest_records(
+    conn: &mut Connection,
+    nodes: &mut NodeIds,
+    records: &[Record],
+) -> Result<u64> {
+    let Some(first) = records.first() else {
+        return Ok(0);
+    };
+    let tx = conn.transaction()?;
+    let node = nodes.get_or_insert(&tx, &first.node)?;
+    let progress: Option<(String, i64)> = tx
+        .query_row(
+            "SELECT epoch, last_seq FROM spool_progress WHERE node = ?1",
+            [node],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let mut inserted = 0;
+    let mut last = None;
+    {
+        let mut ins = tx.prepare_cached(
+            "INSERT OR IGNORE INTO health(node, epoch, seq, at, kind, check_name, entity, code,
+                 severity, job_id, step_id, task_id, exit_code, signal, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        )?;
+        for r in records {
+            last = Some((r.epoch.clone(), r.seq as i64));
+            if let Some((epoch, seq)) = &progress {
+                if *epoch == r.epoch && r.seq as i64 <= *seq {
+                    continue;
+                }
+            }
+            // A file holds one node's records; a stray record naming another
+            // node is still stored under the name it gives.
+            let rec_node = if r.node == first.node {
+                node
+            } else {
+                nodes.get_or_insert(&tx, &r.node)?
+            };
+            let f = Flat::of(&r.body);
+            inserted += ins.execute(params![
+                rec_node,
+                r.epoch,
+                r.seq as i64,
+                r.at,
+                f.kind,
+                f.check,
+                f.entity,
+                f.code,
+                f.severity,
+                f.job_id,
+                f.step_id,
+                f.task_id,
+                f.exit_code,
+                f.signal,
+                f.detail
+            ])? as u64;
+        }
+    }
+    if let Some((epoch, seq)) = last {
+        tx.execute(
+            "INSERT INTO spool_progress(node, epoch, last_seq) VALUES (?1, ?2, ?3)
+             ON CONFLICT(node) DO UPDATE SET epoch = excluded.epoch, last_seq = excluded.last_seq",
+            params![node, epoch, seq],
+        )?;
+    }
+    tx.commit()?;
+    Ok(inserted)
+}
+
+/// A record's body as the columns of `health`.
+#[derive(Default)]
+struct Flat<'a> {
+    kind: &'static str,
+    check: Option<&'a str>,
+    entity: Option<&'a str>,
+    code: Option<&'a str>,
+    severity: Option<&'a str>,
+    job_id: Option<&'a str>,
+    step_id: Option<&'a str>,
+    task_id: Option<u32>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    detail: Option<&'a str>,
+}
+
+impl<'a> Flat<'a> {
+    fn of(body: &'a Body) -> Flat<'a> {
+        match body {
+            Body::Finding {
+                check,
+                entity,
+                code,
+                severity,
+                message,
+                job_id,
+            } => Flat {
+                kind: "finding",
+                check: Some(check),
+                entity: Some(entity),
+                code: Some(code),
+                severity: Some(severity),
+                job_id: job_id.as_deref(),
+                detail: Some(message),
+                ..Flat::default()
+            },
+            Body::Event {
+                check,
+                entity,
+                code,
+                severity,
+                detail,
+            } => Flat {
+                kind: "event",
+                check: Some(check),
+                entity: Some(entity),
+                code: Some(code),
+                severity: Some(severity),
+                detail: Some(detail),
+                ..Flat::default()
+            },
+            Body::JobStart { job_id, user } => Flat {
+                kind: "job_start",
+                job_id: Some(job_id),
+                detail: user.as_deref(),
+                ..Flat::default()
+            },
+            Body::JobEnd {
+                job_id,
+                exit_code,
+                signal,
+            } => Flat {
+                kind: "job_end",
+                job_id: Some(job_id),
+                exit_code: *exit_code,
+                signal: *signal,
+                ..Flat::default()
+            },
+            Body::TaskExit {
+                job_id,
+                step_id,
+                task_id,
+                exit_code,
+                signal,
+            } => Flat {
+                kind: "task_exit",
+                job_id: Some(job_id),
+                step_id: Some(step_id),
+                task_id: Some(*task_id),
+                exit_code: *exit_code,
+                signal: *signal,
+                ..Flat::default()
+            },
+            Body::StateChange { action, reason } => Flat {
+                kind: "state_change",
+                code: Some(action),
+                detail: Some(reason),
+                ..Flat::default()
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn rec(seq: u64, epoch: &str) -> Record {
+        Record {
+            seq,
+            epoch: epoch.into(),
+            node: "gpu001".into(),
+            at: 1000 + seq as i64,
+            body: Body::Event {
+                check: "xid".into(),
+                entity: "gpu3".into(),
+                code: "XID_79".into(),
+                severity: "down".into(),
+                detail: "fell off the bus".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn reads_incrementally_and_restarts_on_a_new_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("spool");
+        let mut conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        lemonade_spool::write(&spool, "gpu001", &[rec(1, "a"), rec(2, "a")], 1 << 20).unwrap();
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 2);
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 0);
+        lemonade_spool::write(&spool, "gpu001", &[rec(3, "a"), rec(1, "b")], 1 << 20).unwrap();
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 2);
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM health", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 4);
+    }
+}

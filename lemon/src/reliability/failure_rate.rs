@@ -1,0 +1,215 @@
+//! Failure rate r_f: hardware failures per 1000 node-days of runtime, by the
+//! paper's rule (large jobs only) and over all jobs, and a rolling series by
+//! category.
+
+use super::{ratio, JobRecord, ReportParams, TimeRange, DAY_S};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// r_f under one counting rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rate {
+    /// What is counted, in words.
+    pub rule: String,
+    /// Jobs with more GPUs than this count (0: all jobs).
+    pub min_gpus_exclusive: u32,
+    pub jobs: u64,
+    pub failures: u64,
+    pub node_days: f64,
+    pub per_1000_node_days: f64,
+}
+
+impl Rate {
+    /// Failures per node-day.
+    pub fn per_node_day(&self) -> f64 {
+        self.per_1000_node_days / 1000.0
+    }
+}
+
+/// Failures of one category, over all jobs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CategoryRate {
+    pub category: String,
+    pub failures: u64,
+    pub per_1000_node_days: f64,
+}
+
+/// The rolling r_f series: `rates[c][d]` is category `c`'s rate over the
+/// `window_days` days ending with `days[d]`. Rates of the categories add up
+/// to the total, which is what makes the chart stackable.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RollingRate {
+    pub window_days: u32,
+    pub days: Vec<NaiveDate>,
+    pub categories: Vec<String>,
+    pub rates: Vec<Vec<f64>>,
+    pub total: Vec<f64>,
+}
+
+/// The failure-rate section.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailureRates {
+    pub paper: Rate,
+    pub all_jobs: Rate,
+    pub by_category: Vec<CategoryRate>,
+    pub rolling: RollingRate,
+    /// Which rate the MTTF projection and the ETTR table use.
+    pub projection_rule: String,
+}
+
+impl FailureRates {
+    /// The rate the projections use: the paper's rule, or all jobs when the
+    /// history has no large jobs at all.
+    pub fn projection_rate_per_node_day(&self) -> f64 {
+        if self.paper.node_days > 0.0 {
+            self.paper.per_node_day()
+        } else {
+            self.all_jobs.per_node_day()
+        }
+    }
+}
+
+/// r_f over the runs with more than `min_gpus_exclusive` GPUs.
+pub fn rate(jobs: &[&JobRecord], min_gpus_exclusive: u32, rule: &str) -> Rate {
+    let mut n = 0;
+    let mut failures = 0;
+    let mut node_days = 0.0;
+    for job in jobs.iter().filter(|j| j.gpus > min_gpus_exclusive) {
+        n += 1;
+        node_days += job.nodes as f64 * job.runtime_s() / DAY_S;
+        if job.is_hardware_failure() {
+            failures += 1;
+        }
+    }
+    Rate {
+        rule: rule.to_string(),
+        min_gpus_exclusive,
+        jobs: n,
+        failures,
+        node_days,
+        per_1000_node_days: 1000.0 * ratio(failures as f64, node_days),
+    }
+}
+
+/// Computes the failure-rate section.
+pub fn failure_rates(jobs: &[&JobRecord], range: TimeRange, params: &ReportParams) -> FailureRates {
+    let paper = rate(
+        jobs,
+        params.large_job_gpus,
+        &format!(
+            "jobs > {} GPUs: NODE_FAIL + attributed FAILED",
+            params.large_job_gpus
+        ),
+    );
+    let all_jobs = rate(jobs, 0, "all GPU jobs: NODE_FAIL + attributed FAILED");
+    let mut counts: HashMap<&str, u64> = HashMap::new();
+    for job in jobs
+        .iter()
+        .filter(|j| j.gpus > 0 && j.is_hardware_failure())
+    {
+        *counts.entry(job.failure_category()).or_default() += 1;
+    }
+    let mut by_category: Vec<CategoryRate> = counts
+        .into_iter()
+        .map(|(c, n)| CategoryRate {
+            category: c.to_string(),
+            failures: n,
+            per_1000_node_days: 1000.0 * ratio(n as f64, all_jobs.node_days),
+        })
+        .collect();
+    by_category.sort_by(|a, b| {
+        b.failures
+            .cmp(&a.failures)
+            .then(a.category.cmp(&b.category))
+    });
+    let order: Vec<String> = by_category.iter().map(|c| c.category.clone()).collect();
+    let rolling = rolling(jobs, range, params.rolling_days, order);
+    let projection_rule = if paper.node_days > 0.0 {
+        paper.rule.clone()
+    } else {
+        all_jobs.rule.clone()
+    };
+    FailureRates {
+        paper,
+        all_jobs,
+        by_category,
+        rolling,
+        projection_rule,
+    }
+}
+
+/// The rolling series over all GPU jobs: node-days are spread over the days
+/// each run spans, failures fall on the day the run ended.
+fn rolling(
+    jobs: &[&JobRecord],
+    range: TimeRange,
+    window_days: u32,
+    categories: Vec<String>,
+) -> RollingRate {
+    let first = range.since.date_naive();
+    let day_start = |d: NaiveDate| -> DateTime<Utc> { d.and_hms_opt(0, 0, 0).unwrap().and_utc() };
+    let n_days = ((range.until - day_start(first)).num_seconds() as f64 / DAY_S).ceil() as usize;
+    let n_days = n_days.max(1);
+    let origin = day_start(first).timestamp();
+    let mut node_days = vec![0f64; n_days];
+    let cat_index: HashMap<&str, usize> = categories
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.as_str(), i))
+        .collect();
+    let mut fails = vec![vec![0u64; n_days]; categories.len()];
+    let day_of = |t: i64| ((t - origin).div_euclid(86_400)).clamp(0, n_days as i64 - 1) as usize;
+    for job in jobs.iter().filter(|j| j.gpus > 0) {
+        if let Some(start) = job.start {
+            // Clip to the range so that a run that started long before does
+            // not pile its node-days on the first day.
+            let s = start.timestamp().max(range.since.timestamp());
+            let e = job.end.timestamp().min(range.until.timestamp());
+            let mut t = s;
+            while t < e {
+                let d = day_of(t);
+                let day_end = origin + (d as i64 + 1) * 86_400;
+                let upto = e.min(day_end);
+                node_days[d] += job.nodes as f64 * (upto - t) as f64 / DAY_S;
+                if upto <= t {
+                    break;
+                }
+                t = upto;
+            }
+        }
+        if job.is_hardware_failure() {
+            if let Some(&c) = cat_index.get(job.failure_category()) {
+                fails[c][day_of(job.end.timestamp())] += 1;
+            }
+        }
+    }
+    let w = window_days as usize;
+    let window_sum = |v: &[f64], d: usize| -> f64 {
+        v[d.saturating_sub(w - 1)..=d]
+            .iter()
+            .fold(0.0, |a, b| a + b)
+    };
+    let nd: Vec<f64> = (0..n_days).map(|d| window_sum(&node_days, d)).collect();
+    let rates: Vec<Vec<f64>> = fails
+        .iter()
+        .map(|f| {
+            let f: Vec<f64> = f.iter().map(|&x| x as f64).collect();
+            (0..n_days)
+                .map(|d| 1000.0 * ratio(window_sum(&f, d), nd[d]))
+                .collect()
+        })
+        .collect();
+    let total = (0..n_days)
+        .map(|d| rates.iter().map(|r| r[d]).fold(0.0, |a, b| a + b))
+        .collect();
+    RollingRate {
+        window_days,
+        days: (0..n_days)
+            .map(|d| first + Duration::days(d as i64))
+            .collect(),
+        categories,
+        rates,
+        total,
+    }
+}

@@ -1,0 +1,251 @@
+//! Reads the report's inputs from lemon.db: the runs of the range with
+//! their attributed check categories, the fleet, the lemon list, and the
+//! signals of the latest scoring.
+//!
+//! Attribution here follows the lemon rule's first step (see
+//! [`crate::attribute`]): a failed run's category is the check of the
+//! earliest `drain`/`down` finding on one of its nodes from 10 minutes
+//! before its end to 5 minutes after; every other check that fired in that
+//! window is a co-occurring category. It is recomputed from the health
+//! history rather than read from the `attributions` table, which only
+//! covers the last scoring window.
+
+use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
+use crate::attribute::{AFTER_END_S, BEFORE_END_S};
+use crate::decide::Scores;
+use crate::signals::SIGNALS;
+use chrono::DateTime;
+use lemonade_sql::rusqlite::{params, Connection};
+use std::collections::HashMap;
+
+/// GPUs per node when neither config nor the history tells.
+pub const DEFAULT_GPUS_PER_NODE: u32 = 8;
+
+/// How far past the range a later run of the same job is looked for, to
+/// know that a run was requeued.
+const REQUEUE_LOOKAHEAD_S: i64 = 2 * 86_400;
+
+/// The runs of `range` and the GPUs per node used for runs without
+/// `gres/gpu` in AllocTRES.
+#[derive(Debug, Clone)]
+pub struct LoadedJobs {
+    pub jobs: Vec<JobRecord>,
+    pub gpus_per_node: u32,
+    /// Where `gpus_per_node` came from.
+    pub gpus_per_node_source: String,
+}
+
+struct Row {
+    id: i64,
+    raw: i64,
+    job_id: String,
+    submit: Option<i64>,
+    start: Option<i64>,
+    end: i64,
+    state: String,
+    partition: Option<String>,
+    nnodes: i64,
+    gpus: Option<i64>,
+}
+
+fn time(t: i64) -> chrono::DateTime<chrono::Utc> {
+    DateTime::from_timestamp(t, 0).unwrap_or_default()
+}
+
+/// Loads the runs that ended inside `range`. `gpus_per_node`: from config
+/// or the command line; `None` infers it from the history (the most common
+/// GPUs ÷ nodes of the runs whose AllocTRES has `gres/gpu`).
+pub fn load_jobs(
+    conn: &Connection,
+    range: TimeRange,
+    gpus_per_node: Option<u32>,
+) -> Result<LoadedJobs, ReliabilityError> {
+    let (since, until) = (range.since.timestamp(), range.until.timestamp());
+    let mut stmt = conn.prepare(
+        "SELECT id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition, nnodes, gpus
+         FROM jobs WHERE end_time >= ?1 AND end_time < ?2",
+    )?;
+    let mut rows = Vec::new();
+    let mut last_end: HashMap<i64, i64> = HashMap::new();
+    let mut q = stmt.query(params![since, until + REQUEUE_LOOKAHEAD_S])?;
+    while let Some(r) = q.next()? {
+        let row = Row {
+            id: r.get(0)?,
+            raw: r.get(1)?,
+            job_id: r.get(2)?,
+            submit: r.get(3)?,
+            start: r.get(4)?,
+            end: r.get(5)?,
+            state: r.get(6)?,
+            partition: r.get(7)?,
+            nnodes: r.get(8)?,
+            gpus: r.get(9)?,
+        };
+        let e = last_end.entry(row.raw).or_insert(row.end);
+        *e = (*e).max(row.end);
+        if row.end < until {
+            rows.push(row);
+        }
+    }
+    let (gpn, source) = match gpus_per_node {
+        Some(g) => (g.max(1), "given".to_string()),
+        None => infer_gpus_per_node(&rows),
+    };
+    let categories = failure_categories(conn, since, until)?;
+    let jobs = rows
+        .into_iter()
+        .map(|row| {
+            let state = JobState::from_sacct(&row.state);
+            let (category, co_categories) = categories.get(&row.id).cloned().unwrap_or_default();
+            let nodes = row.nnodes.max(0) as u32;
+            JobRecord {
+                id: row.job_id,
+                state,
+                submit: row.submit.map(time),
+                start: row.start.map(time),
+                end: time(row.end),
+                gpus: row
+                    .gpus
+                    .map_or(nodes.saturating_mul(gpn), |g| g.max(0) as u32),
+                nodes,
+                category,
+                co_categories,
+                requeued: state == JobState::Requeued || last_end[&row.raw] > row.end,
+                partition: row.partition.unwrap_or_default(),
+            }
+        })
+        .collect();
+    Ok(LoadedJobs {
+        jobs,
+        gpus_per_node: gpn,
+        gpus_per_node_source: source,
+    })
+}
+
+fn infer_gpus_per_node(rows: &[Row]) -> (u32, String) {
+    let mut counts: HashMap<i64, u64> = HashMap::new();
+    for r in rows {
+        if let Some(g) = r.gpus {
+            if r.nnodes > 0 && g > 0 && g % r.nnodes == 0 {
+                *counts.entry(g / r.nnodes).or_default() += 1;
+            }
+        }
+    }
+    match counts.into_iter().max_by_key(|&(g, n)| (n, g)) {
+        Some((g, n)) => (
+            g as u32,
+            format!("inferred from {n} runs with gres/gpu in AllocTRES"),
+        ),
+        None => (
+            DEFAULT_GPUS_PER_NODE,
+            format!("default {DEFAULT_GPUS_PER_NODE}: no gres/gpu in the history"),
+        ),
+    }
+}
+
+/// Category and co-occurring categories per failed run (by `jobs.id`).
+type Categories = HashMap<i64, (Option<String>, Vec<String>)>;
+
+/// Attributes the failed runs of `[since, until)` from the findings' side:
+/// findings are few and a run's window is short, so each finding only asks
+/// whether the failed runs that ended near it had its node (one primary-key
+/// probe each), instead of reading the node lists of every failed run.
+/// `CROSS JOIN` pins that order: without statistics SQLite would start
+/// from the runs.
+fn failure_categories(
+    conn: &Connection,
+    since: i64,
+    until: i64,
+) -> Result<Categories, ReliabilityError> {
+    let mut stmt = conn.prepare(
+        "SELECT j.id, h.at, h.check_name
+         FROM health h CROSS JOIN jobs j
+         WHERE h.kind = 'finding' AND h.severity IN ('drain', 'down') AND h.check_name IS NOT NULL
+           AND h.at >= ?1 AND h.at <= ?2
+           AND j.state IN ('FAILED', 'NODE_FAIL')
+           AND j.end_time >= h.at - ?5 AND j.end_time <= h.at + ?6
+           AND j.end_time >= ?3 AND j.end_time < ?4
+           AND (j.node = h.node
+                OR EXISTS (SELECT 1 FROM job_nodes jn WHERE jn.job = j.id AND jn.node = h.node))",
+    )?;
+    let mut hits: HashMap<i64, Vec<(i64, String)>> = HashMap::new();
+    let mut q = stmt.query(params![
+        since - BEFORE_END_S,
+        until + AFTER_END_S,
+        since,
+        until,
+        AFTER_END_S,
+        BEFORE_END_S
+    ])?;
+    while let Some(r) = q.next()? {
+        hits.entry(r.get(0)?)
+            .or_default()
+            .push((r.get(1)?, r.get(2)?));
+    }
+    Ok(hits
+        .into_iter()
+        .map(|(job, mut h)| {
+            h.sort();
+            let primary = h[0].1.clone();
+            let mut co: Vec<String> = h
+                .into_iter()
+                .map(|(_, c)| c)
+                .filter(|c| *c != primary)
+                .collect();
+            co.sort();
+            co.dedup();
+            (job, (Some(primary), co))
+        })
+        .collect())
+}
+
+/// Nodes known to lemon.db (every node seen in any history).
+pub fn fleet_nodes(conn: &Connection) -> Result<u32, ReliabilityError> {
+    let n: i64 = conn.query_row("SELECT count(*) FROM nodes", [], |r| r.get(0))?;
+    Ok(n as u32)
+}
+
+/// The current lemon list: nodes whose latest real (not dry-run) decision
+/// drained them, not followed by a release.
+pub fn current_lemons(conn: &Connection) -> Result<Vec<LemonEntry>, ReliabilityError> {
+    let mut stmt = conn.prepare(
+        "SELECT n.name, d.at, d.action, d.reason FROM decisions d JOIN nodes n ON n.id = d.node
+         WHERE d.dry_run = 0 AND d.action IN ('drained', 'released')
+         ORDER BY d.at, d.id",
+    )?;
+    let mut last: HashMap<String, (i64, String, String)> = HashMap::new();
+    let mut q = stmt.query([])?;
+    while let Some(r) = q.next()? {
+        last.insert(r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?));
+    }
+    let mut lemons: Vec<LemonEntry> = last
+        .into_iter()
+        .filter(|(_, (_, action, _))| action == "drained")
+        .map(|(node, (at, _, reason))| LemonEntry {
+            node,
+            since: Some(time(at)),
+            reason,
+        })
+        .collect();
+    lemons.sort_by(|a, b| a.since.cmp(&b.since).then(a.node.cmp(&b.node)));
+    Ok(lemons)
+}
+
+/// Every signal's values over the fleet and its threshold, from a scoring.
+pub fn signals_from_scores(scores: &Scores) -> Vec<SignalValues> {
+    SIGNALS
+        .iter()
+        .map(|&name| {
+            let t = scores.thresholds.get(name);
+            SignalValues {
+                name: name.to_string(),
+                threshold: t.is_finite().then_some(t),
+                values: scores
+                    .verdicts
+                    .iter()
+                    .map(|v| v.signals.get(name))
+                    .collect(),
+            }
+        })
+        .collect()
+}

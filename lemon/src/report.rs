@@ -1,0 +1,316 @@
+//! Reports: ranked nodes with their signals and rules, what was done, and
+//! the history of lemon decisions; as text, JSON or Markdown.
+
+use crate::act::ActReport;
+use crate::cli::Format;
+use crate::db;
+use crate::decide::{fmt_value, Scores, Verdict};
+use crate::error::Result;
+use crate::ingest::IngestReport;
+use crate::signals::SIGNALS;
+use lemonade_sql::rusqlite::{params, Connection};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One past decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    pub at: i64,
+    pub node: String,
+    pub action: String,
+    pub reason: String,
+    pub dry_run: bool,
+}
+
+/// The most recent decisions, newest first.
+pub fn decisions(conn: &Connection, limit: usize) -> Result<Vec<Decision>> {
+    let mut stmt = conn.prepare(
+        "SELECT d.at, n.name, d.action, d.reason, d.dry_run FROM decisions d
+         JOIN nodes n ON n.id = d.node ORDER BY d.at DESC, d.id DESC LIMIT ?1",
+    )?;
+    let rows = stmt
+        .query_map(params![limit as i64], |r| {
+            Ok(Decision {
+                at: r.get(0)?,
+                node: r.get(1)?,
+                action: r.get(2)?,
+                reason: r.get(3)?,
+                dry_run: r.get(4)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Everything a report shows.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub generated_at: i64,
+    pub history_until: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingest: Option<&'a IngestReport>,
+    pub window_days: u32,
+    pub fleet_nodes: usize,
+    pub fleet_rate_per_1000_node_days: f64,
+    pub attributed_failures: u64,
+    pub unattributed_failures: u64,
+    pub user_error_failures: u64,
+    pub thresholds: &'a [(&'static str, f64)],
+    pub flagged: Vec<&'a Verdict>,
+    /// The next-worst nodes, for context.
+    pub others: Vec<&'a Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actions: Option<&'a ActReport>,
+    pub decisions: Vec<Decision>,
+}
+
+impl<'a> Report<'a> {
+    /// Assembles a report; `top` healthy nodes follow the flagged ones.
+    pub fn new(
+        scores: &'a Scores,
+        window_days: u32,
+        top: usize,
+        generated_at: i64,
+        history_until: Option<i64>,
+        decisions: Vec<Decision>,
+    ) -> Report<'a> {
+        Report {
+            generated_at,
+            history_until,
+            ingest: None,
+            window_days,
+            fleet_nodes: scores.fleet_nodes,
+            fleet_rate_per_1000_node_days: scores.fleet_rate_per_1000_node_days,
+            attributed_failures: scores.attributed_failures,
+            unattributed_failures: scores.unattributed_failures,
+            user_error_failures: scores.user_error_failures,
+            thresholds: &scores.thresholds.values,
+            flagged: scores.flagged().collect(),
+            others: scores
+                .verdicts
+                .iter()
+                .filter(|v| !v.flagged)
+                .take(top)
+                .collect(),
+            actions: None,
+            decisions,
+        }
+    }
+
+    /// Renders in `format`.
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Json => serde_json::to_string_pretty(self).unwrap_or_default() + "\n",
+            Format::Text => self.text(),
+            Format::Markdown => self.markdown(),
+            Format::Html => format!(
+                "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>lemon report</title></head><body><pre>{}</pre></body></html>\n",
+                crate::reliability::svg::esc(&self.text())
+            ),
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut s = String::new();
+        if let Some(i) = self.ingest {
+            s.push_str(&i.text());
+        }
+        let _ = writeln!(
+            s,
+            "lemon report, {}; history until {}; window {} days",
+            db::fmt_time(self.generated_at),
+            self.history_until
+                .map_or("(none)".to_string(), db::fmt_time),
+            self.window_days
+        );
+        let _ = writeln!(
+            s,
+            "fleet: {} nodes, {:.2} attributed failures per 1000 node-days ({} attributed, {} unattributed, {} user errors)",
+            self.fleet_nodes,
+            self.fleet_rate_per_1000_node_days,
+            self.attributed_failures,
+            self.unattributed_failures,
+            self.user_error_failures
+        );
+        let th: Vec<String> = self
+            .thresholds
+            .iter()
+            .map(|(n, v)| format!("{n}>={}", fmt_value(*v)))
+            .collect();
+        let _ = writeln!(s, "thresholds: {}", th.join(" "));
+        let _ = writeln!(s, "\nflagged nodes: {}", self.flagged.len());
+        for v in &self.flagged {
+            node_text(&mut s, v);
+        }
+        if !self.others.is_empty() {
+            let _ = writeln!(s, "\nnext-worst nodes:");
+            for v in &self.others {
+                let _ = writeln!(
+                    s,
+                    "  {:<16} fails {:>3}  p {:>9.2e}  rules {}",
+                    v.signals.node,
+                    v.signals.fails(),
+                    v.p_value,
+                    v.tripped.len()
+                );
+            }
+        }
+        if let Some(a) = self.actions {
+            let _ = writeln!(s, "\nactions:");
+            if let Some(r) = &a.refused {
+                let _ = writeln!(s, "  NOTHING DRAINED: {r}");
+            }
+            if a.breaker_tripped {
+                let _ = writeln!(
+                    s,
+                    "  CIRCUIT BREAKER: more lemons than the cap of {} per run",
+                    a.breaker_cap
+                );
+            }
+            for o in &a.outcomes {
+                let _ = writeln!(s, "  {:<16} {:<24} {}", o.node, o.action.as_str(), o.detail);
+                if let Some(c) = &o.command {
+                    let _ = writeln!(s, "    {c}");
+                }
+            }
+        }
+        let _ = writeln!(s, "\ndecision history:");
+        for d in &self.decisions {
+            let _ = writeln!(
+                s,
+                "  {}  {:<16} {:<24} {}{}",
+                db::fmt_time(d.at),
+                d.node,
+                d.action,
+                d.reason,
+                if d.dry_run { " (dry run)" } else { "" }
+            );
+        }
+        s
+    }
+
+    fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# Lemon report\n");
+        let _ = writeln!(
+            s,
+            "Generated {}; history until {}; window {} days.\n",
+            db::fmt_time(self.generated_at),
+            self.history_until
+                .map_or("(none)".to_string(), db::fmt_time),
+            self.window_days
+        );
+        let _ = writeln!(
+            s,
+            "Fleet: {} nodes, {:.2} attributed failures per 1000 node-days ({} attributed, {} unattributed, {} user errors).\n",
+            self.fleet_nodes,
+            self.fleet_rate_per_1000_node_days,
+            self.attributed_failures,
+            self.unattributed_failures,
+            self.user_error_failures
+        );
+        let _ = writeln!(s, "## Nodes\n");
+        let _ = write!(s, "| node | flagged | fails | p |");
+        for n in SIGNALS {
+            let _ = write!(s, " {n} |");
+        }
+        let _ = write!(s, "\n|---|---|---|---|");
+        for _ in SIGNALS {
+            let _ = write!(s, "---|");
+        }
+        s.push('\n');
+        let _ = write!(s, "| *threshold* | | | |");
+        for (_, v) in self.thresholds {
+            let _ = write!(s, " {} |", fmt_value(*v));
+        }
+        s.push('\n');
+        for v in self.flagged.iter().chain(self.others.iter()) {
+            let _ = write!(
+                s,
+                "| {} | {} | {} | {:.2e} |",
+                v.signals.node,
+                if v.flagged { "**yes**" } else { "no" },
+                v.signals.fails(),
+                v.p_value
+            );
+            for n in SIGNALS {
+                let tripped = v.tripped.iter().any(|t| t.signal == n);
+                let val = fmt_value(v.signals.get(n));
+                let _ = if tripped {
+                    write!(s, " **{val}** |")
+                } else {
+                    write!(s, " {val} |")
+                };
+            }
+            s.push('\n');
+        }
+        if !self.flagged.is_empty() {
+            let _ = writeln!(s, "\n## Jobs counted against flagged nodes\n");
+            for v in &self.flagged {
+                let _ = writeln!(
+                    s,
+                    "* `{}`: {}",
+                    v.signals.node,
+                    v.signals.failing_jobs.join(", ")
+                );
+            }
+        }
+        if let Some(a) = self.actions {
+            let _ = writeln!(s, "\n## Actions\n");
+            if let Some(r) = &a.refused {
+                let _ = writeln!(s, "**Nothing drained**: {r}\n");
+            }
+            for o in &a.outcomes {
+                let _ = writeln!(s, "* `{}`: {} {}", o.node, o.action.as_str(), o.detail);
+            }
+        }
+        let _ = writeln!(s, "\n## Decision history\n");
+        let _ = writeln!(s, "| when | node | action | reason |\n|---|---|---|---|");
+        for d in &self.decisions {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {}{} | {} |",
+                db::fmt_time(d.at),
+                d.node,
+                d.action,
+                if d.dry_run { " (dry run)" } else { "" },
+                d.reason.replace('|', "\\|")
+            );
+        }
+        s
+    }
+}
+
+fn node_text(s: &mut String, v: &Verdict) {
+    let _ = writeln!(
+        s,
+        "  {}: {} distinct failing jobs on {} days, {:.2} expected (p = {:.2e}{})",
+        v.signals.node,
+        v.signals.fails(),
+        v.signals.failing_days,
+        v.expected_fails,
+        v.p_value,
+        if v.poisson_tripped {
+            ", improbable"
+        } else {
+            ""
+        }
+    );
+    let vals: Vec<String> = SIGNALS
+        .iter()
+        .map(|n| format!("{n}={}", fmt_value(v.signals.get(n))))
+        .collect();
+    let _ = writeln!(s, "    signals: {}", vals.join(" "));
+    let rules: Vec<String> = v
+        .tripped
+        .iter()
+        .map(|t| format!("{}>={}", t.signal, fmt_value(t.threshold)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "    rules tripped: {}{}",
+        if v.poisson_tripped { "poisson " } else { "" },
+        rules.join(" ")
+    );
+    let _ = writeln!(s, "    jobs: {}", v.signals.failing_jobs.join(" "));
+}

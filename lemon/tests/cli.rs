@@ -1,0 +1,291 @@
+//! The `lemon` binary against fake Slurm commands: what it drains, what it
+//! leaves alone, the circuit breaker, dry runs, refusals and exit codes.
+//!
+//! The fakes are shell scripts in a temporary bin dir (`[slurm] bin_dir`)
+//! that print canned output and log their argv, so the tests see exactly
+//! what lemon asked of Slurm.
+
+use lemonade_tests::history::{generate, node_name, HistorySpec, HistoryTruth};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    truth: HistoryTruth,
+}
+
+impl Cluster {
+    /// A 200-node history with three lemons; the second lemon is drained by an administrator.
+    fn new(extra_config: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        let bin = p.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let spec = HistorySpec {
+            lemon_factor: 80.0,
+            ..HistorySpec::default()
+        };
+        let (mut jobs, mut events) = (Vec::new(), Vec::new());
+        let truth = generate(&spec, &mut jobs, &mut events).unwrap();
+        std::fs::write(p.join("sacct.txt"), &jobs).unwrap();
+        std::fs::write(p.join("events.txt"), &events).unwrap();
+        std::fs::write(p.join("squeue.txt"), "99|gpu0001\n").unwrap();
+        let mut sinfo = String::new();
+        for name in &truth.node_names {
+            if *name == truth.lemons[1] {
+                sinfo.push_str(&format!("{name}|drained|bad fan, ticket 123\n"));
+            } else {
+                sinfo.push_str(&format!("{name}|idle|none\n"));
+            }
+        }
+        std::fs::write(p.join("sinfo.txt"), sinfo).unwrap();
+        let d = p.display();
+        for (name, body) in [
+            ("sinfo", format!("cat {d}/sinfo.txt")),
+            ("sacctmgr", format!("cat {d}/events.txt")),
+            ("squeue", format!("cat {d}/squeue.txt")),
+            (
+                "sacct",
+                format!("echo \"TF=$SLURM_TIME_FORMAT $*\" >> {d}/sacct.log\n[ -e {d}/sacct.fail ] && exit 1\ncat {d}/sacct.txt"),
+            ),
+            (
+                "scontrol",
+                format!("for a in \"$@\"; do printf '%s\\n' \"$a\" >> {d}/scontrol.log; done\necho -- >> {d}/scontrol.log"),
+            ),
+        ] {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(
+            p.join("lemonade.toml"),
+            format!(
+                "[slurm]\nbin_dir = \"{d}/bin\"\n\n[lemon]\ndb_path = \"{d}/lemon.db\"\nsacct_window_hours = 1000\n{extra_config}\n"
+            ),
+        )
+        .unwrap();
+        Cluster { dir, truth }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn now(&self) -> String {
+        (self.truth.end + 60).to_string()
+    }
+
+    fn lemon(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lemon"))
+            .arg("--config")
+            .arg(self.path("lemonade.toml"))
+            .args(args)
+            .env_remove("LEMONADE_CONFIG")
+            .output()
+            .unwrap()
+    }
+
+    /// The scontrol calls, one argv each.
+    fn scontrol_calls(&self) -> Vec<Vec<String>> {
+        read(&self.path("scontrol.log"))
+            .split("--\n")
+            .filter(|c| !c.is_empty())
+            .map(|c| c.lines().map(String::from).collect())
+            .collect()
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n{}\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn run_drains_new_lemons_only_and_leaves_an_administrators_drain_alone() {
+    let c = Cluster::new("");
+    let out = c.lemon(&["--now", &c.now(), "run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let calls = c.scontrol_calls();
+    let mut drained: Vec<String> = calls.iter().map(|a| a[1].clone()).collect();
+    drained.sort();
+    let mut expected = vec![
+        format!("NodeName={}", c.truth.lemons[0]),
+        format!("NodeName={}", c.truth.lemons[2]),
+    ];
+    expected.sort();
+    assert_eq!(drained, expected, "{}", text(&out));
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for call in &calls {
+        assert_eq!(call[0], "update");
+        assert_eq!(call[2], "State=DRAIN");
+        let reason = call[3].strip_prefix("Reason=").unwrap();
+        assert!(reason.starts_with("lemon: "), "{reason}");
+        assert!(
+            reason[..20.min(reason.len())].contains("fails/28d"),
+            "{reason}"
+        );
+        assert!(!call.iter().any(|a| a.contains("RESUME")));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("skipped_out_of_service"), "{stdout}");
+    assert!(stdout.contains("bad fan"), "{stdout}");
+    // sacct was asked with epoch output and a bounded window.
+    let sacct = read(&c.path("sacct.log"));
+    assert!(
+        sacct.starts_with("TF=%s -X -a -D -n -P --noconvert -S "),
+        "{sacct}"
+    );
+
+    // The next run has nothing new: the lemons are known, nothing is drained twice.
+    let later = (c.truth.end + 3660).to_string();
+    let again = c.lemon(&["--now", &later, "run"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(c.scontrol_calls().len(), 2);
+    // ... and its sacct window starts where the first one ended (the watermark).
+    let sacct = read(&c.path("sacct.log"));
+    let arg = |line: &str, flag: &str| -> String {
+        let words: Vec<&str> = line.split(' ').collect();
+        let i = words.iter().position(|w| *w == flag).unwrap();
+        words[i + 1].to_string()
+    };
+    let lines: Vec<&str> = sacct.lines().collect();
+    assert_eq!(lines.len(), 2, "{sacct}");
+    assert_eq!(arg(lines[1], "-S"), arg(lines[0], "-E"));
+}
+
+#[test]
+fn dry_run_prints_the_argv_and_touches_nothing() {
+    let c = Cluster::new("");
+    let out = c.lemon(&["--now", &c.now(), "run", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(c.scontrol_calls().is_empty());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let expect = format!(
+        "{}/bin/scontrol update NodeName={} State=DRAIN 'Reason=lemon: ",
+        c.dir.path().display(),
+        c.truth.lemons[0]
+    );
+    assert!(stdout.contains(&expect), "{stdout}");
+    assert!(stdout.contains("would_drain"), "{stdout}");
+}
+
+#[test]
+fn circuit_breaker_caps_drains_and_exits_with_an_error() {
+    let c = Cluster::new("max_drains_per_run = 1");
+    let out = c.lemon(&["--now", &c.now(), "run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(c.scontrol_calls().len(), 1);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("CIRCUIT BREAKER"), "{stdout}");
+    assert!(stdout.contains("held_by_breaker"), "{stdout}");
+}
+
+#[test]
+fn failed_or_stale_ingest_drains_nothing() {
+    let c = Cluster::new("");
+    std::fs::write(c.path("sacct.fail"), "").unwrap();
+    let out = c.lemon(&["--now", &c.now(), "run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(c.scontrol_calls().is_empty());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NOTHING DRAINED"));
+
+    // A replayed history that ends two days before "now" is stale.
+    let c = Cluster::new("");
+    let late = (c.truth.end + 2 * 86_400).to_string();
+    let file = c.path("sacct.txt");
+    let out = c.lemon(&[
+        "--now",
+        &late,
+        "run",
+        "--sacct-file",
+        file.to_str().unwrap(),
+        "--no-slurm",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(c.scontrol_calls().is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("more than 6 h before now"));
+}
+
+#[test]
+fn release_forgives_and_reports_render_in_every_format() {
+    let c = Cluster::new("");
+    let (file, events) = (c.path("sacct.txt"), c.path("events.txt"));
+    let ingest = c.lemon(&[
+        "--now",
+        &c.now(),
+        "ingest",
+        "--sacct-file",
+        file.to_str().unwrap(),
+        "--events-file",
+        events.to_str().unwrap(),
+    ]);
+    assert_eq!(ingest.status.code(), Some(0), "{}", text(&ingest));
+    let score = c.lemon(&["--now", &c.now(), "score", "--format", "json"]);
+    assert_eq!(score.status.code(), Some(1), "{}", text(&score));
+    let json: serde_json::Value = serde_json::from_slice(&score.stdout).unwrap();
+    let flagged: Vec<&str> = json["flagged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["signals"]["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(flagged.len(), 3, "{flagged:?}");
+    assert!(json["flagged"][0]["signals"]["failing_jobs"]
+        .as_array()
+        .is_some_and(|j| j.len() >= 3));
+
+    for lemon in &c.truth.lemons {
+        let r = c.lemon(&[
+            "--now",
+            &c.now(),
+            "release",
+            lemon,
+            "--note",
+            "DIMM swapped",
+        ]);
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+        assert!(String::from_utf8_lossy(&r.stdout).contains("State=RESUME"));
+    }
+    let score = c.lemon(&["--now", &c.now(), "score"]);
+    assert_eq!(score.status.code(), Some(0), "{}", text(&score));
+
+    let t = c.lemon(&[
+        "--now",
+        &c.now(),
+        "ticket",
+        "open",
+        &node_name(5),
+        "--note",
+        "psu",
+    ]);
+    assert_eq!(t.status.code(), Some(0), "{}", text(&t));
+    let t = c.lemon(&["--now", &c.now(), "ticket", "close", &node_name(5)]);
+    assert_eq!(t.status.code(), Some(0), "{}", text(&t));
+    let md = c.lemon(&["--now", &c.now(), "report", "--format", "markdown"]);
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains("| node | flagged |"), "{md}");
+    assert!(md.contains("released"), "{md}");
+    let txt = c.lemon(&["--now", &c.now(), "report"]);
+    assert!(String::from_utf8_lossy(&txt.stdout).contains("decision history"));
+}
+
+#[test]
+fn bad_usage_is_exit_code_two_with_a_hint() {
+    let c = Cluster::new("");
+    let out = c.lemon(&["ticket", "close", "gpu9999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no open ticket"));
+    std::fs::write(c.path("lemonade.toml"), "[lemon]\nwindow = 3\n").unwrap();
+    let out = c.lemon(&["score"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("window"));
+}

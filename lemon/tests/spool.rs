@@ -1,0 +1,137 @@
+//! Attribution through the compute nodes' spool exports: findings, XIDs and task exits.
+
+use lemon::{app, db, ingest};
+use lemonade_config::Config;
+use lemonade_spool::{Body, Record};
+use std::time::Duration;
+
+fn rec(node: &str, seq: u64, at: i64, body: Body) -> Record {
+    Record {
+        seq,
+        epoch: "e1".into(),
+        node: node.into(),
+        at,
+        body,
+    }
+}
+
+fn finding(check: &str, severity: &str) -> Body {
+    Body::Finding {
+        check: check.into(),
+        entity: "gpu0".into(),
+        code: "X".into(),
+        severity: severity.into(),
+        message: "m".into(),
+        job_id: None,
+    }
+}
+
+fn task_exit(job: &str, exit_code: i32) -> Body {
+    Body::TaskExit {
+        job_id: job.into(),
+        step_id: "0".into(),
+        task_id: 0,
+        exit_code: Some(exit_code),
+        signal: None,
+    }
+}
+
+fn xid(code: &str) -> Body {
+    Body::Event {
+        check: "xid".into(),
+        entity: "gpu1".into(),
+        code: code.into(),
+        severity: "down".into(),
+        detail: String::new(),
+    }
+}
+
+#[test]
+fn multi_node_failures_follow_findings_then_first_failing_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let mut conn = db::open(&dir.path().join("l.db"), Duration::from_secs(5)).unwrap();
+    let day = 86_400;
+    // Job 10 on n[1-3] fails at 10000: n3 had a `down` PCIe finding 2 min before.
+    // Job 11 on n[1-3] fails at 20000: n2's task failed first, n1's later.
+    // Job 12 on n[1-3] fails at 30000: a `warning` only, and no task exits: unattributed.
+    // Job 13 on n[1-3] fails at 40000: n1's `drain` finding 6 min after the end: too late.
+    let jobs = "\
+10|10|n[1-3]|3|FAILED|1:0|0:0|1|5000|10000|5000|b|u|gres/gpu=24
+11|11|n[1-3]|3|FAILED|1:0|0:0|1|15000|20000|5000|b|u|gres/gpu=24
+12|12|n[1-3]|3|FAILED|1:0|0:0|1|25000|30000|5000|b|u|gres/gpu=24
+13|13|n[1-3]|3|FAILED|1:0|0:0|1|35000|40000|5000|b|u|gres/gpu=24
+";
+    ingest::sacct::ingest_reader(&conn, jobs.as_bytes(), "jobs", day).unwrap();
+    lemonade_spool::write(
+        &spool,
+        "n3",
+        &[
+            rec("n3", 1, 10_000 - 120, finding("pcie", "down")),
+            rec("n3", 2, 100, xid("XID_79")),
+            rec("n3", 3, 200, xid("XID_79")),
+            rec("n3", 4, 300, xid("XID_48")),
+        ],
+        1 << 20,
+    )
+    .unwrap();
+    lemonade_spool::write(
+        &spool,
+        "n2",
+        &[
+            rec("n2", 1, 19_000, task_exit("11", 1)),
+            rec("n2", 2, 29_000, finding("ib", "warning")),
+        ],
+        1 << 20,
+    )
+    .unwrap();
+    lemonade_spool::write(
+        &spool,
+        "n1",
+        &[
+            rec("n1", 1, 19_500, task_exit("11", 1)),
+            rec("n1", 2, 40_000 + 360, finding("mounts", "drain")),
+        ],
+        1 << 20,
+    )
+    .unwrap();
+    let stats = ingest::spool::ingest_dir(&mut conn, &spool).unwrap();
+    assert_eq!(stats.inserted, 8);
+
+    let scores = app::score(&conn, &Config::default(), day).unwrap();
+    let rows: Vec<(String, Option<String>, String, String)> = conn
+        .prepare(
+            "SELECT j.job_id, n.name, a.rule, a.category FROM attributions a
+             JOIN jobs j ON j.id = a.job LEFT JOIN nodes n ON n.id = a.node ORDER BY j.job_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let s = |a: &str, b: Option<&str>, c: &str, d: &str| {
+        (
+            a.to_string(),
+            b.map(String::from),
+            c.to_string(),
+            d.to_string(),
+        )
+    };
+    assert_eq!(
+        rows,
+        [
+            s("10", Some("n3"), "finding", "pcie"),
+            s("11", Some("n2"), "first_task_exit", "task_exit"),
+            s("12", None, "unattributed", "unknown"),
+            s("13", None, "unattributed", "unknown"),
+        ]
+    );
+    let n3 = scores
+        .verdicts
+        .iter()
+        .find(|v| v.signals.node == "n3")
+        .unwrap();
+    assert_eq!(n3.signals.xid_cnt, 2, "distinct XID codes");
+    assert_eq!(n3.signals.multi_node_node_fails, 1);
+    assert_eq!(scores.unattributed_failures, 2);
+}

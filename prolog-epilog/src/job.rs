@@ -1,0 +1,218 @@
+//! The body of both programs: record the job, run the profile, apply the
+//! policy, export, all under a watchdog.
+
+use crate::env::{parse_exit_code2, SlurmEnv};
+use clap::Parser;
+use healthcheck::check::Profile;
+use healthcheck::checks;
+use healthcheck::policy::entry::run_apply_export;
+use healthcheck::policy::Outcome;
+use healthcheck::record::{RunOptions, Trigger};
+use healthcheck::root::NodeRoot;
+use lemonade_config::Config;
+use lemonade_spool::Body;
+use lemonade_sql::node::NodeStore;
+use lemonade_sql::node_jobs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which program this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Prolog,
+    Epilog,
+}
+
+/// The command line: Slurm passes none; these are for people and tests.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "Lemonade's Slurm Prolog/Epilog: health checks around every job."
+)]
+pub struct Args {
+    /// Config file.
+    #[arg(long, env = "LEMONADE_CONFIG", default_value = lemonade_config::DEFAULT_PATH)]
+    pub config: PathBuf,
+    /// Root directory the checks read from (`/` on a node).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// Print the scontrol commands instead of running them.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `main` of `lemonade-prolog` / `lemonade-epilog`.
+pub fn main(phase: Phase) -> ExitCode {
+    let name = match phase {
+        Phase::Prolog => "lemonade-prolog",
+        Phase::Epilog => "lemonade-epilog",
+    };
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            // A usage error is ours: never fail the job for it.
+            return ExitCode::SUCCESS;
+        }
+    };
+    let env = SlurmEnv::from_process();
+    let node = env.node.clone().unwrap_or_else(short_hostname);
+    let mut config = lemonade_config::load(&args.config, Some(&node));
+    let deadline = match (&config, phase) {
+        (Ok(c), Phase::Prolog) => c.engine.prolog_deadline_s,
+        (Ok(c), Phase::Epilog) => c.engine.epilog_deadline_s,
+        (Err(_), _) => 10.0,
+    }
+    .max(0.5);
+    start_watchdog(name, Duration::from_secs_f64(deadline));
+    if let Ok(c) = config.as_mut() {
+        fit_in(c, deadline);
+    }
+    let code = run(phase, &args, &env, &node, config);
+    ExitCode::from(code)
+}
+
+/// The checks get most of the time; each Slurm call a slice, so that checks
+/// plus the three calls of a drain end before the watchdog.
+fn fit_in(config: &mut Config, deadline: f64) {
+    config.engine.run_deadline_s = config.engine.run_deadline_s.min(deadline * 0.5);
+    config.slurm.command_timeout_s = config.slurm.command_timeout_s.min(deadline * 0.12);
+}
+
+fn start_watchdog(name: &'static str, deadline: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline);
+        eprintln!(
+            "{name}: did not finish within {:.1} s; giving up (the job is not failed for our delay)",
+            deadline.as_secs_f64()
+        );
+        std::process::exit(0);
+    });
+}
+
+fn short_hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| {
+            h.to_string_lossy()
+                .split('.')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+fn run(
+    phase: Phase,
+    args: &Args,
+    env: &SlurmEnv,
+    node: &str,
+    config: Result<Config, lemonade_config::ConfigError>,
+) -> u8 {
+    let now = chrono::Utc::now();
+    let job = env.job();
+    let mut extra = Vec::new();
+    if let (Ok(c), Some(j)) = (&config, &job) {
+        extra.push(record_job(c, phase, env, &j.job_id, now.timestamp()));
+        let marker = c.store.spank_marker_path(&j.job_id);
+        if !env.from_spank() && marker.exists() {
+            // The SPANK plugin runs this job's checks: running them twice would
+            // double the prolog's latency and the epilog's counter deltas.
+            if phase == Phase::Epilog {
+                let _ = std::fs::remove_file(&marker);
+            }
+            let _ = healthcheck::export::export(c, node, now.timestamp(), extra);
+            return 0;
+        }
+    }
+    let profile = match phase {
+        Phase::Prolog if env.profile.as_deref() == Some("full") => Profile::Full,
+        Phase::Prolog => Profile::Quick,
+        Phase::Epilog => Profile::Epilog,
+    };
+    let trigger = match (env.from_spank(), phase) {
+        (true, _) => Trigger::Spank,
+        (false, Phase::Prolog) => Trigger::Prolog,
+        (false, Phase::Epilog) => Trigger::Epilog,
+    };
+    let opts = RunOptions {
+        node: node.to_string(),
+        root: Arc::new(NodeRoot::new(&args.root)),
+        profile,
+        only: None,
+        trigger,
+        job,
+        record: true,
+        now,
+    };
+    let applied = match run_apply_export(config, &checks::all(), &opts, args.dry_run, extra) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("healthcheck: {e}");
+            return 0;
+        }
+    };
+    for line in &applied.policy.messages {
+        eprintln!("{line}");
+    }
+    if let Err(e) = &applied.exported {
+        eprintln!("healthcheck: spool export: {e}");
+    }
+    let took_out = applied
+        .report
+        .findings
+        .iter()
+        .any(|f| f.severity.removes_node())
+        && !applied
+            .policy
+            .changes
+            .iter()
+            .any(|c| c.outcome == Outcome::Breaker);
+    println!(
+        "{} {}: worst {}, {} findings, {:.0} ms",
+        opts.profile.as_str(),
+        opts.job.as_ref().map_or("-", |j| j.job_id.as_str()),
+        applied.report.worst,
+        applied.report.findings.len(),
+        applied.report.duration_ms
+    );
+    // Only the prolog fails for a bad node: Slurm then requeues the job, and
+    // our reason is already on the node. A failing epilog would only add
+    // Slurm's `Epilog error` drain on top of ours.
+    u8::from(phase == Phase::Prolog && took_out)
+}
+
+/// Writes the job's start or end to the node database; returns its export record.
+fn record_job(config: &Config, phase: Phase, env: &SlurmEnv, job_id: &str, at: i64) -> Body {
+    let path = &config.store.path;
+    let store = NodeStore::open(path, Duration::from_millis(config.store.lock_wait_ms));
+    match phase {
+        Phase::Prolog => {
+            if let Ok(s) = &store {
+                let _ =
+                    node_jobs::job_started(s.connection(), path, job_id, env.user.as_deref(), at);
+            }
+            Body::JobStart {
+                job_id: job_id.to_string(),
+                user: env.user.clone(),
+            }
+        }
+        Phase::Epilog => {
+            let (exit_code, signal) = env
+                .exit_code2
+                .as_deref()
+                .map(parse_exit_code2)
+                .unwrap_or((None, None));
+            if let Ok(s) = &store {
+                let _ = node_jobs::job_ended(s.connection(), path, job_id, at, exit_code, signal);
+            }
+            Body::JobEnd {
+                job_id: job_id.to_string(),
+                exit_code,
+                signal,
+            }
+        }
+    }
+}

@@ -1,0 +1,464 @@
+//! The callbacks Slurm calls, and only those: each one exported makes Slurm
+//! do work for every job (`job_prolog`/`job_epilog` make slurmd start a
+//! `slurmstepd spank` process per job).
+//!
+//! Every callback runs inside slurmd, slurmstepd or a client, so none may
+//! unwind into C: [`guard`] turns a panic into a logged error. `init`, the
+//! option check and `task_exit` then return `-1`. In the job prolog and
+//! epilog (and `user_init`) our own failures (config unreadable, program
+//! missing, deadline passed, a bug) are logged and let the job run: only the
+//! program saying "unhealthy" (a non-zero exit) fails the callback, exactly
+//! as Slurm treats that program in slurm.conf.
+
+use crate::choice::Choice;
+use crate::exec::{self, Outcome};
+use crate::ffi::{self, spank_t};
+use crate::settings::Settings;
+use crate::{log, status, task};
+use lemonade_config::StoreSettings;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// Parsed in `slurm_spank_init`, read by the option callback in the same process.
+static SETTINGS: Mutex<Option<Settings>> = Mutex::new(None);
+/// What a slurmstepd learns in `slurm_spank_init`, as root and before any
+/// task exists, so that the later callbacks parse nothing and, running as
+/// the user, need not read root's state directory.
+static STEP: Mutex<Option<Step>> = Mutex::new(None);
+
+struct Step {
+    /// Where this node's task exits go.
+    task_exits: std::path::PathBuf,
+    /// The last check's result; none before the first run.
+    health: Option<status::NodeHealth>,
+}
+
+const OPTION_NAME: &CStr = c"health-check";
+const OPTION_ARGINFO: &CStr = c"quick|full|off";
+/// getopt's `optional_argument`: `--health-check` alone is allowed.
+const OPTIONAL_ARGUMENT: c_int = 2;
+/// Markers of the SPANK plugin older than this are removed by its epilog.
+const MARKER_MAX_AGE: Duration = Duration::from_secs(7 * 86_400);
+
+/// Runs a callback body; panics and errors become a log line and
+/// `on_failure`: `-1` where Slurm should see the error, `0` where a failure
+/// of ours must not fail the job (the job prolog would drain the node).
+fn guard(callback: &str, on_failure: c_int, body: impl FnOnce() -> Result<c_int, String>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(rc)) => rc,
+        Ok(Err(e)) => {
+            log::error(&format!("{callback}: {e}"));
+            on_failure
+        }
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown panic");
+            log::error(&format!("{callback}: internal error: {why}"));
+            on_failure
+        }
+    }
+}
+
+/// The plugstack.conf words Slurm passes to every callback.
+///
+/// # Safety
+/// `argv` holds `argc` NUL-terminated strings, as Slurm guarantees.
+unsafe fn plugin_args(argc: c_int, argv: *mut *mut c_char) -> Vec<String> {
+    if argv.is_null() {
+        return Vec::new();
+    }
+    (0..argc.max(0) as usize)
+        .filter_map(|i| {
+            let word = *argv.add(i);
+            (!word.is_null()).then(|| CStr::from_ptr(word).to_string_lossy().into_owned())
+        })
+        .collect()
+}
+
+fn parse_settings(args: &[String]) -> Result<Settings, String> {
+    Settings::parse(args.iter().map(String::as_str)).map_err(|e| format!("plugstack.conf: {e}"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Registers the option and remembers the settings; in slurmstepd also
+/// finds the node's files. Unknown plugstack arguments fail here, which for
+/// a `required` plugin stops slurmd from starting and srun from running.
+///
+/// # Safety
+/// Called by Slurm with a valid handle and arguments.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_init(
+    sp: spank_t,
+    argc: c_int,
+    argv: *mut *mut c_char,
+) -> c_int {
+    guard("init", -1, || {
+        let settings = parse_settings(&plugin_args(argc, argv))?;
+        // Compared as numbers: a context a later Slurm adds is just "other".
+        let context = ffi::spank_context();
+        if [
+            ffi::spank_context_S_CTX_LOCAL,
+            ffi::spank_context_S_CTX_ALLOCATOR,
+            ffi::spank_context_S_CTX_REMOTE,
+        ]
+        .contains(&context)
+        {
+            register_option(sp, &settings)?;
+        }
+        if context == ffi::spank_context_S_CTX_REMOTE {
+            *lock(&STEP) = node_store(&settings, step_node_name(sp)).map(|store| Step {
+                task_exits: store.task_exits_path(),
+                health: std::fs::read_to_string(store.status_path())
+                    .ok()
+                    .as_deref()
+                    .and_then(status::parse),
+            });
+        }
+        *lock(&SETTINGS) = Some(settings);
+        Ok(0)
+    })
+}
+
+unsafe fn register_option(sp: spank_t, settings: &Settings) -> Result<(), String> {
+    let usage = CString::new(format!(
+        "Health checks on the job's nodes before it starts: quick (fast checks), full (the complete \
+         suite, for large expensive jobs){}. Alone, the option means full. Default here: {}.",
+        if settings.allow_off { " or off" } else { "; off is not allowed here" },
+        settings.default
+    ))
+    .map_err(|e| e.to_string())?;
+    // Slurm copies every string of the option while registering it.
+    let mut option = ffi::spank_option {
+        name: OPTION_NAME.as_ptr().cast_mut(),
+        arginfo: OPTION_ARGINFO.as_ptr().cast_mut(),
+        usage: usage.as_ptr().cast_mut(),
+        has_arg: OPTIONAL_ARGUMENT,
+        val: 0,
+        cb: Some(option_callback),
+    };
+    let rc = ffi::spank_option_register(sp, &mut option);
+    if rc != ffi::ESPANK_SUCCESS {
+        return Err(format!("cannot register --health-check (spank error {rc})"));
+    }
+    Ok(())
+}
+
+/// Checks a `--health-check` value when srun, sbatch or salloc parse it: a
+/// bad value stops the command before the job is submitted.
+unsafe extern "C" fn option_callback(_val: c_int, optarg: *const c_char, _remote: c_int) -> c_int {
+    guard("--health-check", -1, || {
+        let value =
+            (!optarg.is_null()).then(|| CStr::from_ptr(optarg).to_string_lossy().into_owned());
+        let choice = Choice::parse_option(value.as_deref())?;
+        let settings = lock(&SETTINGS).clone().unwrap_or_default();
+        settings.resolve(Some(choice))?;
+        Ok(0)
+    })
+}
+
+/// The node's store settings (for its state directory). A config that
+/// cannot be read leaves none: the plugin then writes nowhere rather than
+/// into a directory the site did not choose, and the job runs as usual.
+fn node_store(settings: &Settings, node: Option<String>) -> Option<StoreSettings> {
+    match lemonade_config::load(&settings.config, node.as_deref()) {
+        Ok(config) => Some(config.store),
+        Err(e) => {
+            log::error(&format!(
+                "{e}; no task-exit records or job markers on this node"
+            ));
+            None
+        }
+    }
+}
+
+/// The Slurm node this slurmstepd serves: several slurmd may share a host,
+/// so the host name is only the last resort.
+unsafe fn step_node_name(sp: spank_t) -> Option<String> {
+    if let Some(name) = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+    {
+        return Some(name);
+    }
+    let mut buf = [0 as c_char; 256];
+    if ffi::spank_getenv(
+        sp,
+        c"SLURMD_NODENAME".as_ptr(),
+        buf.as_mut_ptr(),
+        buf.len() as c_int,
+    ) == ffi::ESPANK_SUCCESS
+    {
+        let name = CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned();
+        if !name.is_empty() {
+            return Some(name);
+        }
+    }
+    let mut host = [0 as c_char; 256];
+    (libc::gethostname(host.as_mut_ptr(), host.len() - 1) == 0).then(|| {
+        let full = CStr::from_ptr(host.as_ptr()).to_string_lossy();
+        full.split('.').next().unwrap_or_default().to_string()
+    })
+}
+
+unsafe fn item_u32(sp: spank_t, item: ffi::spank_item_t, what: &str) -> Result<u32, String> {
+    let mut value: u32 = 0;
+    let rc = ffi::spank_get_item(sp, item, &mut value as *mut u32);
+    if rc != ffi::ESPANK_SUCCESS {
+        return Err(format!("cannot read {what} (spank error {rc})"));
+    }
+    Ok(value)
+}
+
+/// Runs the health checks before the job starts on this node.
+///
+/// # Safety
+/// Called by Slurm with a valid handle and arguments.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_job_prolog(
+    sp: spank_t,
+    argc: c_int,
+    argv: *mut *mut c_char,
+) -> c_int {
+    guard("job_prolog", 0, || {
+        job_script(sp, &plugin_args(argc, argv), Phase::Prolog)
+    })
+}
+
+/// Runs the health checks after the job ends on this node.
+///
+/// # Safety
+/// Called by Slurm with a valid handle and arguments.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_job_epilog(
+    sp: spank_t,
+    argc: c_int,
+    argv: *mut *mut c_char,
+) -> c_int {
+    guard("job_epilog", 0, || {
+        job_script(sp, &plugin_args(argc, argv), Phase::Epilog)
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Prolog,
+    Epilog,
+}
+
+/// `job_script` context: a `slurmstepd spank prolog|epilog` process of its
+/// own, with the prolog environment; `slurm_spank_init` did not run here.
+unsafe fn job_script(sp: spank_t, args: &[String], phase: Phase) -> Result<c_int, String> {
+    let settings = match parse_settings(args) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error(&format!("{e}; no health checks for this job"));
+            return Ok(0);
+        }
+    };
+    let job_id = item_u32(sp, ffi::spank_item_S_JOB_ID, "the job id")?.to_string();
+    let choice = job_choice(sp, &settings);
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty());
+    if let Some(store) = node_store(&settings, node) {
+        let marker = store.spank_marker_path(&job_id);
+        match phase {
+            Phase::Prolog => write_marker(&marker, choice),
+            Phase::Epilog => prune_markers(&marker),
+        }
+    }
+    if choice == Choice::Off {
+        log::verbose(&format!("job {job_id}: --health-check=off, no checks"));
+        return Ok(0);
+    }
+    let (program, profile) = match phase {
+        Phase::Prolog => (settings.prolog.as_deref(), choice.as_str()),
+        // The epilog's own profile: it looks at what the job may have moved.
+        Phase::Epilog => (settings.epilog.as_deref(), "epilog"),
+    };
+    let Some(program) = program else {
+        return Ok(0);
+    };
+    let config = settings.config.to_string_lossy();
+    let env = [
+        (lemonade_config::ENV_VAR, config.as_ref()),
+        ("LEMONADE_PROFILE", profile),
+        ("LEMONADE_TRIGGER", "spank"),
+    ];
+    Ok(match exec::run(program, &env, settings.timeout) {
+        Outcome::Exited(0) => 0,
+        Outcome::Exited(code) => {
+            log::error(&format!(
+                "job {job_id}: {} exited {code}: the node is not healthy",
+                program.display()
+            ));
+            -1
+        }
+        Outcome::Signaled(signal) => {
+            log::error(&format!(
+                "job {job_id}: {} killed by signal {signal}; the job proceeds",
+                program.display()
+            ));
+            0
+        }
+        Outcome::TimedOut => {
+            log::error(&format!(
+                "job {job_id}: {} still running after {:.1}s, killed; the job proceeds",
+                program.display(),
+                settings.timeout.as_secs_f64()
+            ));
+            0
+        }
+        Outcome::NotStarted(e) => {
+            log::error(&format!(
+                "job {job_id}: cannot run {}: {e}; the job proceeds without health checks",
+                program.display()
+            ));
+            0
+        }
+    })
+}
+
+/// The job's `--health-check`, or the site default. In `job_script` context
+/// Slurm finds the value in the job's SPANK environment.
+unsafe fn job_choice(sp: spank_t, settings: &Settings) -> Choice {
+    let mut option = ffi::spank_option {
+        name: OPTION_NAME.as_ptr().cast_mut(),
+        arginfo: OPTION_ARGINFO.as_ptr().cast_mut(),
+        usage: c"".as_ptr().cast_mut(),
+        has_arg: OPTIONAL_ARGUMENT,
+        val: 0,
+        cb: None,
+    };
+    let mut optarg: *mut c_char = std::ptr::null_mut();
+    let user = if ffi::spank_option_getopt(sp, &mut option, &mut optarg) == ffi::ESPANK_SUCCESS {
+        let value =
+            (!optarg.is_null()).then(|| CStr::from_ptr(optarg).to_string_lossy().into_owned());
+        match Choice::parse_option(value.as_deref()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                log::error(&format!("--health-check: {e}; using the default"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    settings.resolve(user).unwrap_or_else(|e| {
+        log::error(&format!("{e}; using the default"));
+        settings.default
+    })
+}
+
+/// Tells `lemonade-prolog`/`-epilog`, which slurmd runs after this plugin,
+/// that the plugin has handled the job on this node.
+fn write_marker(marker: &Path, choice: Choice) {
+    let written = marker
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(marker, format!("{choice}\n")));
+    if let Err(e) = written {
+        log::error(&format!("cannot write {}: {e}", marker.display()));
+    }
+}
+
+/// Removes markers of jobs long gone: where slurm.conf runs no
+/// `lemonade-epilog` (which removes a job's marker), nothing else would.
+fn prune_markers(marker: &Path) {
+    let Some(dir) = marker.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > MARKER_MAX_AGE);
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Puts the node's health into the environment of the step's tasks.
+/// Runs in slurmstepd, as the user, before the tasks start; never fails the step.
+///
+/// # Safety
+/// Called by Slurm with a valid handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_user_init(
+    sp: spank_t,
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+) -> c_int {
+    guard("user_init", 0, || {
+        // No status file yet (no run since install): the variables stay unset.
+        let Some(health) = lock(&STEP).as_ref().and_then(|step| step.health.clone()) else {
+            return Ok(0);
+        };
+        let checked_at = CString::new(health.checked_at.to_string()).map_err(|e| e.to_string())?;
+        let health = CString::new(health.health).map_err(|e| e.to_string())?;
+        for (name, value) in [
+            (c"LEMONADE_NODE_HEALTH", &health),
+            (c"LEMONADE_LAST_CHECK", &checked_at),
+        ] {
+            let rc = ffi::spank_setenv(sp, name.as_ptr(), value.as_ptr(), 1);
+            if rc != ffi::ESPANK_SUCCESS {
+                log::verbose(&format!("cannot set {name:?} (spank error {rc})"));
+            }
+        }
+        Ok(0)
+    })
+}
+
+/// Appends the task's end to the node's task-exit file: one `write(2)`, no
+/// database, nothing that can wait on another process.
+///
+/// # Safety
+/// Called by Slurm with a valid handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_task_exit(
+    sp: spank_t,
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+) -> c_int {
+    guard("task_exit", -1, || {
+        // None: the config was unreadable, which init has logged once.
+        let Some(path) = lock(&STEP).as_ref().map(|step| step.task_exits.clone()) else {
+            return Ok(0);
+        };
+        let job = item_u32(sp, ffi::spank_item_S_JOB_ID, "the job id")?;
+        let step = item_u32(sp, ffi::spank_item_S_JOB_STEPID, "the step id")?;
+        let task_id = item_u32(sp, ffi::spank_item_S_TASK_GLOBAL_ID, "the global task id")?;
+        let mut status: c_int = 0;
+        let rc = ffi::spank_get_item(
+            sp,
+            ffi::spank_item_S_TASK_EXIT_STATUS,
+            &mut status as *mut c_int,
+        );
+        if rc != ffi::ESPANK_SUCCESS {
+            return Err(format!(
+                "cannot read the task's exit status (spank error {rc})"
+            ));
+        }
+        let at = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default();
+        lemonade_spool::append_task_exit(&path, &task::task_exit(job, step, task_id, status, at))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(0)
+    })
+}

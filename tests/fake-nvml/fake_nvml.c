@@ -1,0 +1,728 @@
+/*
+ * A fake libnvidia-ml.so.1 for Lemonade's tests.
+ *
+ * It exports the NVML entry points the GPU checks call and answers from a
+ * scenario file (JSON) named by LEMONADE_FAKE_NVML_SCENARIO, read once by
+ * nvmlInit_v2. The format is described in README.md next to this file.
+ *
+ * The JSON is flattened into (path, value) pairs ("gpus.3.uuid" -> "GPU-...");
+ * a later pair wins over an earlier one with the same path, so an included
+ * base scenario is overridden by the file that includes it. A per-GPU key is looked up under "gpus.<i>." first, then
+ * under "defaults.". An absent key answers NVML_ERROR_NOT_SUPPORTED, as a GPU
+ * without the feature would.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int nvmlReturn_t;
+
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_CORRUPTED_INFOROM = 14,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_UNKNOWN = 999,
+};
+
+static const struct {
+    const char *name;
+    nvmlReturn_t code;
+} ERRORS[] = {
+    {"SUCCESS", NVML_SUCCESS},
+    {"UNINITIALIZED", NVML_ERROR_UNINITIALIZED},
+    {"INVALID_ARGUMENT", NVML_ERROR_INVALID_ARGUMENT},
+    {"NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED},
+    {"NO_PERMISSION", NVML_ERROR_NO_PERMISSION},
+    {"NOT_FOUND", NVML_ERROR_NOT_FOUND},
+    {"INSUFFICIENT_SIZE", NVML_ERROR_INSUFFICIENT_SIZE},
+    {"DRIVER_NOT_LOADED", NVML_ERROR_DRIVER_NOT_LOADED},
+    {"TIMEOUT", NVML_ERROR_TIMEOUT},
+    {"CORRUPTED_INFOROM", NVML_ERROR_CORRUPTED_INFOROM},
+    {"GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
+    {"RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED},
+    {"LIB_RM_VERSION_MISMATCH", NVML_ERROR_LIB_RM_VERSION_MISMATCH},
+    {"UNKNOWN", NVML_ERROR_UNKNOWN},
+};
+
+/* nvml.h's structs, as nvml-wrapper-sys lays them out. */
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+#define MAX_GPUS 64
+struct fake_device {
+    unsigned int index;
+};
+typedef struct fake_device *nvmlDevice_t;
+static struct fake_device devices[MAX_GPUS];
+
+/* ---- the flattened scenario ------------------------------------------ */
+
+struct entry {
+    char *path;
+    char *value; /* NULL for an object or array (present, but not a scalar) */
+};
+static struct entry *entries;
+static size_t n_entries, cap_entries;
+static int loaded;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void add(const char *path, char *value) {
+    if (n_entries == cap_entries) {
+        cap_entries = cap_entries ? cap_entries * 2 : 256;
+        entries = realloc(entries, cap_entries * sizeof *entries);
+        if (!entries) abort();
+    }
+    entries[n_entries].path = strdup(path);
+    entries[n_entries].value = value;
+    n_entries++;
+}
+
+/*
+ * An open-addressing index over the entries, built once the scenario is
+ * loaded: the checks make thousands of lookups per run (18 links x 8 GPUs x
+ * 5 calls), and a linear scan would make the fake, not the checker, the cost
+ * the benchmark measures.
+ */
+static size_t *slots; /* entry index + 1; 0 is empty */
+static size_t n_slots;
+
+static uint64_t hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+    return h;
+}
+
+static void build_index(void) {
+    n_slots = 64;
+    while (n_slots < n_entries * 2) n_slots *= 2;
+    slots = calloc(n_slots, sizeof *slots);
+    if (!slots) abort();
+    for (size_t i = 0; i < n_entries; i++) {
+        size_t at = hash(entries[i].path) & (n_slots - 1);
+        while (slots[at] && strcmp(entries[slots[at] - 1].path, entries[i].path) != 0)
+            at = (at + 1) & (n_slots - 1);
+        slots[at] = i + 1; /* a later entry for the same path wins */
+    }
+}
+
+static const struct entry *find(const char *path) {
+    if (!slots) return NULL;
+    size_t at = hash(path) & (n_slots - 1);
+    while (slots[at]) {
+        const struct entry *e = &entries[slots[at] - 1];
+        if (strcmp(e->path, path) == 0) return e;
+        at = (at + 1) & (n_slots - 1);
+    }
+    return NULL;
+}
+
+/* ---- a small JSON reader ---------------------------------------------- */
+
+struct parser {
+    const char *s;
+    const char *file;
+    char dir[4096];
+    int failed;
+};
+
+static int load_file(const char *file);
+
+static void fail(struct parser *p, const char *what) {
+    if (!p->failed)
+        fprintf(stderr, "fake-nvml: %s: %s near `%.20s`\n", p->file, what, p->s);
+    p->failed = 1;
+}
+
+static void ws(struct parser *p) {
+    while (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t') p->s++;
+}
+
+static char *string(struct parser *p) {
+    if (*p->s != '"') {
+        fail(p, "expected a string");
+        return NULL;
+    }
+    p->s++;
+    size_t n = 0, cap = 64;
+    char *out = malloc(cap);
+    while (*p->s && *p->s != '"') {
+        char c = *p->s++;
+        if (c == '\\') {
+            c = *p->s++;
+            switch (c) {
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'u': for (int k = 0; k < 4 && *p->s; k++) p->s++; c = '?'; break;
+            case '\0': fail(p, "unterminated string"); free(out); return NULL;
+            default: break; /* \" \\ \/ */
+            }
+        }
+        if (n + 2 > cap) out = realloc(out, cap *= 2);
+        out[n++] = c;
+    }
+    if (*p->s != '"') {
+        fail(p, "unterminated string");
+        free(out);
+        return NULL;
+    }
+    p->s++;
+    out[n] = '\0';
+    return out;
+}
+
+static void value(struct parser *p, const char *path);
+
+static void child(struct parser *p, const char *path, const char *key) {
+    size_t n = strlen(path) + strlen(key) + 2;
+    char *sub = malloc(n);
+    snprintf(sub, n, "%s%s%s", path, *path ? "." : "", key);
+    value(p, sub);
+    free(sub);
+}
+
+static void object(struct parser *p, const char *path) {
+    p->s++;
+    if (*path) add(path, NULL);
+    ws(p);
+    if (*p->s == '}') {
+        p->s++;
+        return;
+    }
+    while (!p->failed) {
+        ws(p);
+        char *key = string(p);
+        if (!key) return;
+        ws(p);
+        if (*p->s++ != ':') {
+            fail(p, "expected `:`");
+            free(key);
+            return;
+        }
+        ws(p);
+        if (!*path && strcmp(key, "include") == 0 && *p->s == '"') {
+            char *name = string(p);
+            char full[8192];
+            if (name[0] == '/')
+                snprintf(full, sizeof full, "%s", name);
+            else
+                snprintf(full, sizeof full, "%s/%s", p->dir, name);
+            if (load_file(full) != 0) p->failed = 1;
+            free(name);
+        } else {
+            child(p, path, key);
+        }
+        free(key);
+        ws(p);
+        if (*p->s == ',') {
+            p->s++;
+            continue;
+        }
+        if (*p->s == '}') {
+            p->s++;
+            return;
+        }
+        fail(p, "expected `,` or `}`");
+    }
+}
+
+static void array(struct parser *p, const char *path) {
+    p->s++;
+    add(path, NULL);
+    ws(p);
+    if (*p->s == ']') {
+        p->s++;
+        return;
+    }
+    for (unsigned i = 0; !p->failed; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%u", i);
+        ws(p);
+        child(p, path, key);
+        ws(p);
+        if (*p->s == ',') {
+            p->s++;
+            continue;
+        }
+        if (*p->s == ']') {
+            p->s++;
+            return;
+        }
+        fail(p, "expected `,` or `]`");
+    }
+}
+
+static void value(struct parser *p, const char *path) {
+    ws(p);
+    if (*p->s == '{') {
+        object(p, path);
+    } else if (*p->s == '[') {
+        array(p, path);
+    } else if (*p->s == '"') {
+        char *s = string(p);
+        if (s) add(path, s);
+    } else {
+        const char *start = p->s;
+        while (*p->s && !strchr(",}] \t\r\n", *p->s)) p->s++;
+        size_t n = (size_t)(p->s - start);
+        if (n == 0) {
+            fail(p, "expected a value");
+            return;
+        }
+        char *lit = strndup(start, n);
+        if (strcmp(lit, "true") == 0) {
+            strcpy(lit, "1");
+        } else if (strcmp(lit, "false") == 0) {
+            strcpy(lit, "0");
+        } else if (strcmp(lit, "null") == 0) {
+            free(lit);
+            return; /* null: as if absent */
+        }
+        add(path, lit);
+    }
+}
+
+static int load_file(const char *file) {
+    FILE *f = fopen(file, "rb");
+    if (!f) {
+        fprintf(stderr, "fake-nvml: cannot open scenario %s\n", file);
+        return -1;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    size_t got = fread(text, 1, (size_t)size, f);
+    fclose(f);
+    text[got] = '\0';
+
+    struct parser p = {.s = text, .file = file, .failed = 0};
+    snprintf(p.dir, sizeof p.dir, "%s", file);
+    char *slash = strrchr(p.dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        strcpy(p.dir, ".");
+    ws(&p);
+    if (*p.s != '{')
+        fail(&p, "a scenario is a JSON object");
+    else
+        value(&p, "");
+    free(text);
+    return p.failed ? -1 : 0;
+}
+
+/* ---- lookups ------------------------------------------------------------ */
+
+static const struct entry *gpu_find(int gpu, const char *key) {
+    char path[512];
+    const struct entry *e = NULL;
+    if (gpu >= 0) {
+        snprintf(path, sizeof path, "gpus.%d.%s", gpu, key);
+        e = find(path);
+    }
+    if (!e) {
+        snprintf(path, sizeof path, "defaults.%s", key);
+        e = find(path);
+    }
+    return e;
+}
+
+/* 0 and the value when the key holds a number, -1 otherwise. */
+static int gpu_u64(int gpu, const char *key, unsigned long long *out) {
+    const struct entry *e = gpu_find(gpu, key);
+    if (!e || !e->value) return -1;
+    char *end;
+    *out = strtoull(e->value, &end, 0);
+    return *end == '\0' ? 0 : -1;
+}
+
+static nvmlReturn_t code_of(const char *name) {
+    for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++)
+        if (strcmp(ERRORS[i].name, name) == 0) return ERRORS[i].code;
+    return NVML_ERROR_UNKNOWN;
+}
+
+static void block_forever(void) {
+    for (;;) pause();
+}
+
+/*
+ * What every entry point does first: block if the scenario says so, and
+ * return the error the scenario plants for this function (and GPU), if any.
+ */
+static nvmlReturn_t enter(const char *fn, int gpu) {
+    if (!loaded) return NVML_ERROR_UNINITIALIZED;
+    const struct entry *e = find("block");
+    if (e && e->value && strcmp(e->value, fn) == 0) block_forever();
+    char key[256];
+    snprintf(key, sizeof key, "error.%s", fn);
+    if (gpu >= 0) {
+        e = gpu_find(gpu, "block");
+        if (e && e->value && strcmp(e->value, fn) == 0) block_forever();
+        e = gpu_find(gpu, key);
+        if (e && e->value) return code_of(e->value);
+        e = gpu_find(gpu, "error");
+        if (e && e->value) return code_of(e->value);
+    }
+    e = find(key);
+    if (e && e->value) return code_of(e->value);
+    return NVML_SUCCESS;
+}
+
+static unsigned int gpu_count(void) {
+    const struct entry *e = find("gpu_count");
+    unsigned long n = e && e->value ? strtoul(e->value, NULL, 0) : 0;
+    return n > MAX_GPUS ? MAX_GPUS : (unsigned int)n;
+}
+
+static int index_of(nvmlDevice_t d) {
+    if (d < devices || d >= devices + MAX_GPUS) return -1;
+    return (int)(d - devices);
+}
+
+/* The start of every device call: a valid handle, then `enter`. */
+#define DEVICE_CALL(fn, d, gpu)                                    \
+    int gpu = index_of(d);                                         \
+    if (gpu < 0) return NVML_ERROR_INVALID_ARGUMENT;               \
+    do {                                                           \
+        nvmlReturn_t r_ = enter(fn, gpu);                          \
+        if (r_ != NVML_SUCCESS) return r_;                         \
+    } while (0)
+
+static nvmlReturn_t read_u64(int gpu, const char *key, unsigned long long *out) {
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    return gpu_u64(gpu, key, out) == 0 ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+static nvmlReturn_t read_uint(int gpu, const char *key, unsigned int *out) {
+    unsigned long long v;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t r = read_u64(gpu, key, &v);
+    if (r == NVML_SUCCESS) *out = (unsigned int)v;
+    return r;
+}
+
+static nvmlReturn_t read_string(int gpu, const char *key, char *buf, unsigned int len) {
+    const struct entry *e = gpu >= 0 ? gpu_find(gpu, key) : find(key);
+    if (!buf) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!e || !e->value) return NVML_ERROR_NOT_SUPPORTED;
+    if (strlen(e->value) + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    strcpy(buf, e->value);
+    return NVML_SUCCESS;
+}
+
+/* ---- the NVML entry points ---------------------------------------------- */
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) {
+    pthread_mutex_lock(&load_lock);
+    if (!loaded) {
+        const char *file = getenv("LEMONADE_FAKE_NVML_SCENARIO");
+        if (!file || !*file) {
+            pthread_mutex_unlock(&load_lock);
+            return NVML_ERROR_DRIVER_NOT_LOADED;
+        }
+        if (load_file(file) != 0) {
+            pthread_mutex_unlock(&load_lock);
+            return NVML_ERROR_UNKNOWN;
+        }
+        build_index();
+        for (unsigned i = 0; i < MAX_GPUS; i++) devices[i].index = i;
+        loaded = 1;
+    }
+    pthread_mutex_unlock(&load_lock);
+    return enter("nvmlInit_v2", -1);
+}
+
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    return nvmlInit_v2();
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t result) {
+    for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++)
+        if (ERRORS[i].code == result) return ERRORS[i].name;
+    return "UNKNOWN";
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    nvmlReturn_t r = enter("nvmlSystemGetDriverVersion", -1);
+    return r ? r : read_string(-1, "driver_version", version, length);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    nvmlReturn_t r = enter("nvmlDeviceGetCount_v2", -1);
+    if (r) return r;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    *count = gpu_count();
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    if (!loaded) return NVML_ERROR_UNINITIALIZED;
+    if (!device || index >= gpu_count()) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t r = enter("nvmlDeviceGetHandleByIndex_v2", (int)index);
+    if (r) return r;
+    *device = &devices[index];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) {
+    DEVICE_CALL("nvmlDeviceGetUUID", d, gpu);
+    return read_string(gpu, "uuid", uuid, length);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
+    DEVICE_CALL("nvmlDeviceGetPciInfo_v3", d, gpu);
+    if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    nvmlReturn_t r = read_string(gpu, "bus_id", pci->busId, sizeof pci->busId);
+    if (r) return r;
+    sscanf(pci->busId, "%x:%x:%x", &pci->domain, &pci->bus, &pci->device);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04x:%02x:%02x.0", pci->domain & 0xffff,
+             pci->bus, pci->device);
+    unsigned long long id = 0x233010de; /* H100 SXM5 */
+    gpu_u64(gpu, "pci_device_id", &id);
+    pci->pciDeviceId = (unsigned int)id;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t d, char *version, unsigned int length) {
+    DEVICE_CALL("nvmlDeviceGetVbiosVersion", d, gpu);
+    return read_string(gpu, "vbios", version, length);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *mode) {
+    DEVICE_CALL("nvmlDeviceGetPersistenceMode", d, gpu);
+    return read_uint(gpu, "persistence_mode", (unsigned int *)mode);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t d) {
+    DEVICE_CALL("nvmlDeviceValidateInforom", d, gpu);
+    unsigned long long valid;
+    if (gpu_u64(gpu, "inforom_valid", &valid) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    return valid ? NVML_SUCCESS : NVML_ERROR_CORRUPTED_INFOROM;
+}
+
+static const char *ecc_prefix(int error_type, int counter_type, char *buf, size_t n) {
+    snprintf(buf, n, "ecc_%s_%s", error_type ? "unc" : "cor", counter_type ? "agg" : "vol");
+    return buf;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t d, int error_type,
+                                                    int counter_type, int location,
+                                                    unsigned long long *count) {
+    static const char *LOCATIONS[] = {"l1", "l2", "dram", "rf", "tex", "texshm", "cbu", "sram"};
+    DEVICE_CALL("nvmlDeviceGetMemoryErrorCounter", d, gpu);
+    if (location < 0 || location > 7) return NVML_ERROR_INVALID_ARGUMENT;
+    char prefix[32], key[64];
+    snprintf(key, sizeof key, "%s_%s", ecc_prefix(error_type, counter_type, prefix, sizeof prefix),
+             LOCATIONS[location]);
+    return read_u64(gpu, key, count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int error_type, int counter_type,
+                                                unsigned long long *count) {
+    DEVICE_CALL("nvmlDeviceGetTotalEccErrors", d, gpu);
+    char prefix[32], key[64];
+    snprintf(key, sizeof key, "%s_total", ecc_prefix(error_type, counter_type, prefix, sizeof prefix));
+    return read_u64(gpu, key, count);
+}
+
+static nvmlReturn_t retired(int gpu, int cause, unsigned int *count, unsigned long long *addresses,
+                            unsigned long long *timestamps) {
+    unsigned long long n;
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpu_u64(gpu, cause ? "retired_dbe" : "retired_sbe", &n) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (*count < n || !addresses) {
+        *count = (unsigned int)n;
+        return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    }
+    for (unsigned long long i = 0; i < n; i++) {
+        addresses[i] = 0x1000 * (i + 1);
+        if (timestamps) timestamps[i] = 1700000000ULL + i;
+    }
+    *count = (unsigned int)n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t d, int cause, unsigned int *count,
+                                              unsigned long long *addresses) {
+    DEVICE_CALL("nvmlDeviceGetRetiredPages", d, gpu);
+    return retired(gpu, cause, count, addresses, NULL);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t d, int cause, unsigned int *count,
+                                                 unsigned long long *addresses,
+                                                 unsigned long long *timestamps) {
+    DEVICE_CALL("nvmlDeviceGetRetiredPages_v2", d, gpu);
+    return retired(gpu, cause, count, addresses, timestamps);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, int *pending) {
+    DEVICE_CALL("nvmlDeviceGetRetiredPagesPendingStatus", d, gpu);
+    return read_uint(gpu, "retired_pending", (unsigned int *)pending);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *corrected,
+                                              unsigned int *uncorrected, unsigned int *pending,
+                                              unsigned int *failure) {
+    DEVICE_CALL("nvmlDeviceGetRemappedRows", d, gpu);
+    nvmlReturn_t r = read_uint(gpu, "remap_corr", corrected);
+    if (r) return r;
+    if (read_uint(gpu, "remap_unc", uncorrected)) *uncorrected = 0;
+    if (read_uint(gpu, "remap_pending", pending)) *pending = 0;
+    if (read_uint(gpu, "remap_failure", failure)) *failure = 0;
+    return NVML_SUCCESS;
+}
+
+/* Links 0..nvlink_count-1 exist; the others are an invalid argument, as NVML answers. */
+static nvmlReturn_t link_exists(int gpu, unsigned int link) {
+    unsigned long long count;
+    if (gpu_u64(gpu, "nvlink_count", &count) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    return link < count ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, int *active) {
+    DEVICE_CALL("nvmlDeviceGetNvLinkState", d, gpu);
+    nvmlReturn_t r = link_exists(gpu, link);
+    if (r) return r;
+    if (!active) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned long long mask = 0;
+    gpu_u64(gpu, "nvlink_inactive_mask", &mask);
+    *active = (mask >> link) & 1 ? 0 : 1;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t d, unsigned int link, int counter,
+                                                    unsigned long long *value) {
+    static const char *COUNTERS[] = {"replay", "recovery", "crc_flit", "crc_data"};
+    DEVICE_CALL("nvmlDeviceGetNvLinkErrorCounter", d, gpu);
+    nvmlReturn_t r = link_exists(gpu, link);
+    if (r) return r;
+    if (counter < 0 || counter > 3) return NVML_ERROR_INVALID_ARGUMENT;
+    char key[64];
+    snprintf(key, sizeof key, "nvlink%u_%s", link, COUNTERS[counter]);
+    if (gpu_u64(gpu, key, value) == 0) return NVML_SUCCESS;
+    snprintf(key, sizeof key, "nvlink_%s", COUNTERS[counter]);
+    return read_u64(gpu, key, value);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned int *v) {
+    DEVICE_CALL("nvmlDeviceGetCurrPcieLinkGeneration", d, gpu);
+    return read_uint(gpu, "pcie_gen", v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *v) {
+    DEVICE_CALL("nvmlDeviceGetMaxPcieLinkGeneration", d, gpu);
+    return read_uint(gpu, "pcie_gen_max", v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned int *v) {
+    DEVICE_CALL("nvmlDeviceGetCurrPcieLinkWidth", d, gpu);
+    return read_uint(gpu, "pcie_width", v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned int *v) {
+    DEVICE_CALL("nvmlDeviceGetMaxPcieLinkWidth", d, gpu);
+    return read_uint(gpu, "pcie_width_max", v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned int *v) {
+    DEVICE_CALL("nvmlDeviceGetPcieReplayCounter", d, gpu);
+    return read_uint(gpu, "pcie_replay", v);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
+                                                              unsigned long long *reasons) {
+    DEVICE_CALL("nvmlDeviceGetCurrentClocksThrottleReasons", d, gpu);
+    return read_u64(gpu, "clock_reasons", reasons);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d,
+                                                           unsigned long long *reasons) {
+    DEVICE_CALL("nvmlDeviceGetCurrentClocksEventReasons", d, gpu);
+    return read_u64(gpu, "clock_reasons", reasons);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *temp) {
+    DEVICE_CALL("nvmlDeviceGetTemperature", d, gpu);
+    if (sensor != 0) return NVML_ERROR_INVALID_ARGUMENT;
+    return read_uint(gpu, "temperature", temp);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
+                                                            nvmlProcessInfo_t *infos) {
+    DEVICE_CALL("nvmlDeviceGetComputeRunningProcesses_v3", d, gpu);
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    /* The processes of the GPU's own list if it has one, else of the defaults. */
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "gpus.%d.procs", gpu);
+    if (!find(prefix)) snprintf(prefix, sizeof prefix, "defaults.procs");
+    unsigned int n = 0;
+    char key[128];
+    for (;; n++) {
+        snprintf(key, sizeof key, "%s.%u.pid", prefix, n);
+        if (!find(key)) break;
+    }
+    if (*count < n || (n && !infos)) {
+        *count = n;
+        return n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s.%u.pid", prefix, i);
+        infos[i].pid = (unsigned int)strtoul(find(key)->value, NULL, 0);
+        snprintf(key, sizeof key, "%s.%u.used_mib", prefix, i);
+        const struct entry *e = find(key);
+        infos[i].usedGpuMemory = (e && e->value ? strtoull(e->value, NULL, 0) : 0) << 20;
+        infos[i].gpuInstanceId = 0xFFFFFFFF;
+        infos[i].computeInstanceId = 0xFFFFFFFF;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *memory) {
+    DEVICE_CALL("nvmlDeviceGetMemoryInfo_v2", d, gpu);
+    unsigned long long total, used, reserved = 0;
+    if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+    if (gpu_u64(gpu, "mem_total_mib", &total) || gpu_u64(gpu, "mem_used_mib", &used))
+        return NVML_ERROR_NOT_SUPPORTED;
+    gpu_u64(gpu, "mem_reserved_mib", &reserved);
+    memory->total = total << 20;
+    memory->used = used << 20;
+    memory->reserved = reserved << 20;
+    memory->free = (total - used - reserved) << 20;
+    return NVML_SUCCESS;
+}
