@@ -21,7 +21,12 @@ fn main() -> Result<()> {
 
 /// Every binary we ship, as clap sees it.
 fn commands() -> Vec<clap::Command> {
-    vec![healthcheck::cli::Cli::command()]
+    vec![
+        healthcheck::cli::Cli::command(),
+        lemon::cli::Cli::command().name("lemon"),
+        prolog_epilog::job::Args::command().name("lemonade-prolog"),
+        prolog_epilog::job::Args::command().name("lemonade-epilog"),
+    ]
 }
 
 fn write_man(cmd: &clap::Command, dir: &Path) -> Result<()> {
