@@ -2,9 +2,36 @@
 
 use crate::cli::Format;
 use lemonade_sql::node::{FindingRow, NodeStore, RunRow};
+use lemonade_sql::node_jobs::{jobs_since, state_changes_since, JobRow, StateChangeRow};
 use lemonade_sql::StoreError;
 use serde::Serialize;
 use std::fmt::Write as _;
+
+#[derive(Serialize)]
+struct HistoryJson {
+    runs: Vec<RunWithFindings>,
+    jobs: Vec<JobJson>,
+    state_changes: Vec<StateChangeJson>,
+}
+
+#[derive(Serialize)]
+struct JobJson {
+    job_id: String,
+    user: Option<String>,
+    started_at: Option<String>,
+    ended_at: Option<String>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+}
+
+#[derive(Serialize)]
+struct StateChangeJson {
+    at: String,
+    action: String,
+    reason: String,
+    outcome: String,
+    detail: String,
+}
 
 #[derive(Serialize)]
 struct RunWithFindings {
@@ -43,7 +70,7 @@ fn time(t: i64) -> String {
         .unwrap_or_default()
 }
 
-/// Renders runs since `since` (unix seconds); ok runs only with `all`.
+/// Renders runs, jobs and state changes since `since` (unix seconds); ok runs only with `all`.
 pub fn render(
     store: &NodeStore,
     since: i64,
@@ -63,9 +90,11 @@ pub fn render(
             shown.push((run, findings));
         }
     }
+    let jobs = jobs_since(store.connection(), store.path(), since)?;
+    let changes = state_changes_since(store.connection(), store.path(), since)?;
     Ok(match format {
         Format::Json => {
-            let list: Vec<RunWithFindings> = shown
+            let runs: Vec<RunWithFindings> = shown
                 .into_iter()
                 .map(|(r, f)| RunWithFindings {
                     run: RunJson {
@@ -93,7 +122,12 @@ pub fn render(
                         .collect(),
                 })
                 .collect();
-            serde_json::to_string_pretty(&list).unwrap_or_default()
+            let history = HistoryJson {
+                runs,
+                jobs: jobs.into_iter().map(job_json).collect(),
+                state_changes: changes.into_iter().map(change_json).collect(),
+            };
+            serde_json::to_string_pretty(&history).unwrap_or_default()
         }
         Format::Human => {
             let mut out = String::new();
@@ -126,7 +160,64 @@ pub fn render(
                     );
                 }
             }
+            if !jobs.is_empty() {
+                out.push_str("\njobs:\n");
+                for j in &jobs {
+                    let _ = writeln!(
+                        out,
+                        "    {:<10} {:<10} start {:<19} end {:<19} exit {}",
+                        j.job_id,
+                        j.user.as_deref().unwrap_or("-"),
+                        j.started_at.map(time).unwrap_or_else(|| "-".into()),
+                        j.ended_at.map(time).unwrap_or_else(|| "-".into()),
+                        exit_text(j),
+                    );
+                }
+            }
+            if !changes.is_empty() {
+                out.push_str("\nstate changes:\n");
+                for c in &changes {
+                    let _ = writeln!(
+                        out,
+                        "    {}  {:<7} {:<9} {}  {}",
+                        time(c.at),
+                        c.action,
+                        c.outcome,
+                        c.reason,
+                        c.detail
+                    );
+                }
+            }
             out
         }
     })
+}
+
+fn exit_text(j: &JobRow) -> String {
+    match (j.exit_code, j.signal) {
+        (_, Some(s)) if s != 0 => format!("signal {s}"),
+        (Some(c), _) => c.to_string(),
+        _ => "-".into(),
+    }
+}
+
+fn job_json(j: JobRow) -> JobJson {
+    JobJson {
+        job_id: j.job_id,
+        user: j.user,
+        started_at: j.started_at.map(time),
+        ended_at: j.ended_at.map(time),
+        exit_code: j.exit_code,
+        signal: j.signal,
+    }
+}
+
+fn change_json(c: StateChangeRow) -> StateChangeJson {
+    StateChangeJson {
+        at: time(c.at),
+        action: c.action,
+        reason: c.reason,
+        outcome: c.outcome,
+        detail: c.detail,
+    }
 }

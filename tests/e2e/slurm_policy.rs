@@ -327,6 +327,8 @@ fn a_failing_prolog_requeues_the_job_onto_a_healthy_node() {
     let text = String::from_utf8_lossy(&history.stdout);
     assert!(text.contains(&job), "{text}");
     assert!(text.contains("XID_79"), "{text}");
+    // ... and the job's record with its end and exit code.
+    assert!(text.contains("jobs:"), "{text}");
 }
 
 #[test]
