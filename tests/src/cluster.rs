@@ -315,9 +315,9 @@ impl Cluster {
             .collect();
         let script = self.dir.join("stop.sh");
         let text = format!(
-            "#!/bin/sh\n# Stops the Lemonade test cluster in {dir} and deletes it.\n\
+            "#!/bin/sh\n# Stops the Lemonade test cluster in {dir} and deletes it.\n# procps kill: the shell builtin of dash takes no process groups after `--`.\n\
              SLURM_CONF={conf} squeue -h -o %A | xargs -r env SLURM_CONF={conf} scancel -f\n\
-             kill -TERM -- {groups} 2>/dev/null\nsleep 3\nkill -KILL -- {groups} 2>/dev/null\n\
+             /bin/kill -TERM -- {groups} 2>/dev/null\nsleep 3\n/bin/kill -KILL -- {groups} 2>/dev/null\n\
              rm -rf '{dir}'\n",
             dir = self.dir.display(),
             conf = self.slurm_conf().display(),
