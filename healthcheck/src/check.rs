@@ -115,6 +115,15 @@ impl CheckOutput {
             ..Default::default()
         }
     }
+
+    /// Findings and the state to hand to the next run.
+    pub fn with_state<S: Serialize>(findings: Vec<Finding>, state: &S) -> CheckOutput {
+        CheckOutput {
+            findings,
+            state: serde_json::to_value(state).ok(),
+            events: Vec::new(),
+        }
+    }
 }
 
 /// Why a check could not run. Becomes an `unknown` finding, never a drain.

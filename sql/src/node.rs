@@ -63,6 +63,35 @@ pub struct RunRecord {
     pub events: Vec<EventRow>,
 }
 
+/// Inserts findings of run `run_id`; shared by [`NodeStore::record_run`] and
+/// the policy, which adds its own findings to a run after it.
+pub(crate) fn insert_findings(
+    conn: &Connection,
+    run_id: i64,
+    findings: &[FindingRow],
+) -> rusqlite::Result<()> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO findings (run_id, check_name, entity, pci_bus_id, uuid, code, severity, expected, actual, action, message)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?;
+    for f in findings {
+        insert.execute(params![
+            run_id,
+            f.check_name,
+            f.entity,
+            f.pci_bus_id,
+            f.uuid,
+            f.code,
+            f.severity,
+            f.expected,
+            f.actual,
+            f.action,
+            f.message
+        ])?;
+    }
+    Ok(())
+}
+
 /// The node database.
 pub struct NodeStore {
     conn: Connection,
@@ -130,30 +159,8 @@ impl NodeStore {
         )
         .map_err(wrap)?;
         let run_id = tx.last_insert_rowid();
+        insert_findings(&tx, run_id, &run.findings).map_err(wrap)?;
         {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO findings (run_id, check_name, entity, pci_bus_id, uuid, code, severity, expected, actual, action, message)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                )
-                .map_err(wrap)?;
-            for f in &run.findings {
-                insert
-                    .execute(params![
-                        run_id,
-                        f.check_name,
-                        f.entity,
-                        f.pci_bus_id,
-                        f.uuid,
-                        f.code,
-                        f.severity,
-                        f.expected,
-                        f.actual,
-                        f.action,
-                        f.message
-                    ])
-                    .map_err(wrap)?;
-            }
             let mut state = tx
                 .prepare_cached(
                     "INSERT INTO check_state (check_name, state, updated_at) VALUES (?1, ?2, ?3)

@@ -192,30 +192,7 @@ pub fn add_findings(
     run_id: i64,
     findings: &[crate::node::FindingRow],
 ) -> Result<(), StoreError> {
-    let mut insert = conn
-        .prepare_cached(
-            "INSERT INTO findings (run_id, check_name, entity, pci_bus_id, uuid, code, severity, expected, actual, action, message)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        )
-        .map_err(wrap(path))?;
-    for f in findings {
-        insert
-            .execute(params![
-                run_id,
-                f.check_name,
-                f.entity,
-                f.pci_bus_id,
-                f.uuid,
-                f.code,
-                f.severity,
-                f.expected,
-                f.actual,
-                f.action,
-                f.message
-            ])
-            .map_err(wrap(path))?;
-    }
-    Ok(())
+    crate::node::insert_findings(conn, run_id, findings).map_err(wrap(path))
 }
 
 /// The spool numbering, created on first use with `new_epoch`.

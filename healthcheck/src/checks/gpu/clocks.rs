@@ -140,23 +140,11 @@ impl Check for Clocks {
         SettingsView::of(s.enabled, s.deadline_s, s)
     }
     fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
-        let nvml = match session::start(NAME, ctx) {
-            None => return Ok(CheckOutput::default()),
-            Some(Err(f)) => return Ok(CheckOutput::findings(vec![f])),
-            Some(Ok(nvml)) => nvml,
-        };
-        match gather(&nvml) {
-            Ok(gpus) => {
-                let previous: ClocksState = previous_state(ctx);
-                let (findings, state) = evaluate(&gpus, &ctx.config.checks.clocks, &previous);
-                Ok(CheckOutput {
-                    findings,
-                    state: serde_json::to_value(state).ok(),
-                    events: Vec::new(),
-                })
-            }
-            Err(e) => Ok(CheckOutput::findings(vec![session::node_unknown(NAME, &e)])),
-        }
+        Ok(session::run(NAME, ctx, gather, |gpus| {
+            let previous: ClocksState = previous_state(ctx);
+            let (findings, state) = evaluate(&gpus, &ctx.config.checks.clocks, &previous);
+            CheckOutput::with_state(findings, &state)
+        }))
     }
 }
 

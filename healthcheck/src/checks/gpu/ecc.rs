@@ -232,16 +232,9 @@ impl Check for Ecc {
         SettingsView::of(s.enabled, s.deadline_s, s)
     }
     fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
-        let nvml = match session::start(NAME, ctx) {
-            None => return Ok(CheckOutput::default()),
-            Some(Err(f)) => return Ok(CheckOutput::findings(vec![f])),
-            Some(Ok(nvml)) => nvml,
-        };
-        let findings = match gather(&nvml) {
-            Ok(gpus) => evaluate(&gpus, &ctx.config.checks.ecc),
-            Err(e) => vec![session::node_unknown(NAME, &e)],
-        };
-        Ok(CheckOutput::findings(findings))
+        Ok(session::run(NAME, ctx, gather, |gpus| {
+            CheckOutput::findings(evaluate(&gpus, &ctx.config.checks.ecc))
+        }))
     }
 }
 

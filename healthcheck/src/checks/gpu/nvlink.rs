@@ -247,24 +247,13 @@ impl Check for Nvlink {
         SettingsView::of(s.enabled, s.deadline_s, s)
     }
     fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
-        let nvml = match session::start(NAME, ctx) {
-            None => return Ok(CheckOutput::default()),
-            Some(Err(f)) => return Ok(CheckOutput::findings(vec![f])),
-            Some(Ok(nvml)) => nvml,
-        };
         let s = &ctx.config.checks.nvlink;
-        match gather(&nvml, s.max_links) {
-            Ok(gpus) => {
-                let previous: NvlinkState = previous_state(ctx);
-                let (findings, state) = evaluate(&gpus, s, &previous, ctx.now.timestamp());
-                Ok(CheckOutput {
-                    findings,
-                    state: serde_json::to_value(state).ok(),
-                    events: Vec::new(),
-                })
-            }
-            Err(e) => Ok(CheckOutput::findings(vec![session::node_unknown(NAME, &e)])),
-        }
+        let gather = |nvml: &Nvml| gather(nvml, s.max_links);
+        Ok(session::run(NAME, ctx, gather, |gpus| {
+            let previous: NvlinkState = previous_state(ctx);
+            let (findings, state) = evaluate(&gpus, s, &previous, ctx.now.timestamp());
+            CheckOutput::with_state(findings, &state)
+        }))
     }
 }
 

@@ -171,28 +171,12 @@ impl Check for GpuPcie {
         SettingsView::of(s.enabled, s.deadline_s, s)
     }
     fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
-        let nvml = match session::start(NAME, ctx) {
-            None => return Ok(CheckOutput::default()),
-            Some(Err(f)) => return Ok(CheckOutput::findings(vec![f])),
-            Some(Ok(nvml)) => nvml,
-        };
-        match gather(&nvml) {
-            Ok(gpus) => {
-                let previous: PcieState = previous_state(ctx);
-                let (findings, state) = evaluate(
-                    &gpus,
-                    &ctx.config.checks.gpu_pcie,
-                    &previous,
-                    ctx.now.timestamp(),
-                );
-                Ok(CheckOutput {
-                    findings,
-                    state: serde_json::to_value(state).ok(),
-                    events: Vec::new(),
-                })
-            }
-            Err(e) => Ok(CheckOutput::findings(vec![session::node_unknown(NAME, &e)])),
-        }
+        Ok(session::run(NAME, ctx, gather, |gpus| {
+            let previous: PcieState = previous_state(ctx);
+            let settings = &ctx.config.checks.gpu_pcie;
+            let (findings, state) = evaluate(&gpus, settings, &previous, ctx.now.timestamp());
+            CheckOutput::with_state(findings, &state)
+        }))
     }
 }
 

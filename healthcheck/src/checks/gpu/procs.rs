@@ -148,17 +148,10 @@ impl Check for GpuProcs {
         SettingsView::of(s.enabled, s.deadline_s, s)
     }
     fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
-        let nvml = match session::start(NAME, ctx) {
-            None => return Ok(CheckOutput::default()),
-            Some(Err(f)) => return Ok(CheckOutput::findings(vec![f])),
-            Some(Ok(nvml)) => nvml,
-        };
         let job_gpus = ctx.job.as_ref().and_then(|j| j.gpus.as_deref());
-        let findings = match gather(&nvml) {
-            Ok(gpus) => evaluate(&gpus, job_gpus, &ctx.config.checks.gpu_procs),
-            Err(e) => vec![session::node_unknown(NAME, &e)],
-        };
-        Ok(CheckOutput::findings(findings))
+        Ok(session::run(NAME, ctx, gather, |gpus| {
+            CheckOutput::findings(evaluate(&gpus, job_gpus, &ctx.config.checks.gpu_procs))
+        }))
     }
 }
 

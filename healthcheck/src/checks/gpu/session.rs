@@ -5,7 +5,7 @@
 //! wait on [`Shared::nvml`](crate::check::Shared)). Errors are turned into
 //! [`Failure`] right at the call, so nothing past gathering knows about NVML.
 
-use crate::check::CheckContext;
+use crate::check::{CheckContext, CheckOutput};
 use crate::finding::Finding;
 use lemonade_config::{Action, Config, Severity};
 use nvml_wrapper::error::NvmlError;
@@ -228,6 +228,25 @@ pub fn start(check: &str, ctx: &CheckContext) -> Option<Result<Arc<Nvml>, Findin
         return None;
     }
     Some(nvml(ctx).map_err(|e| init_unknown(check, &e)))
+}
+
+/// The whole `run` of a GPU check but its evaluation: nothing on a node without
+/// GPUs, the reason when there is no NVML, `NVML_ERROR` when the GPUs cannot
+/// be listed, and otherwise `evaluate` on what `gather` read.
+pub fn run<T>(
+    check: &str,
+    ctx: &CheckContext,
+    gather: impl FnOnce(&Nvml) -> Result<T, Failure>,
+    evaluate: impl FnOnce(T) -> CheckOutput,
+) -> CheckOutput {
+    match start(check, ctx) {
+        None => CheckOutput::default(),
+        Some(Err(finding)) => CheckOutput::findings(vec![finding]),
+        Some(Ok(nvml)) => match gather(&nvml) {
+            Ok(data) => evaluate(data),
+            Err(e) => CheckOutput::findings(vec![node_unknown(check, &e)]),
+        },
+    }
 }
 
 /// `NVML_ERROR` about the node (counting GPUs failed).

@@ -40,10 +40,6 @@ impl Check for Ib {
         let data = gather(&ctx.root, settings)?;
         let previous: IbState = previous_state(ctx);
         let (findings, state) = evaluate(&data, settings, &previous, ctx.now.timestamp());
-        Ok(CheckOutput {
-            findings,
-            state: serde_json::to_value(state).ok(),
-            events: Vec::new(),
-        })
+        Ok(CheckOutput::with_state(findings, &state))
     }
 }
