@@ -223,7 +223,7 @@ pub fn split<'a, T>(
 
 /// The common start of a GPU check's `run`: `None` when the node has no GPUs
 /// (skip quietly), the session, or the finding saying why there is none.
-pub fn start(check: &str, ctx: &CheckContext) -> Option<Result<Arc<Nvml>, Finding>> {
+fn start(check: &str, ctx: &CheckContext) -> Option<Result<Arc<Nvml>, Finding>> {
     if !expects_gpus(&ctx.config) {
         return None;
     }
