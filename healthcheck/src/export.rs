@@ -82,6 +82,8 @@ pub fn export(
                 task_id: e.task_id,
                 exit_code: e.exit_code,
                 signal: e.signal,
+                // Lines of an older plugin have none: the head node falls back to `at`.
+                at_ms: e.at_ms,
             },
         )
     }));
@@ -151,6 +153,7 @@ mod tests {
             task_id: 1,
             exit_code: Some(1),
             signal: None,
+            at_ms: Some(5_678),
         };
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
         lemonade_spool::append_task_exit(&config.store.task_exits_path(), &exit).unwrap();
@@ -172,6 +175,47 @@ mod tests {
         .unwrap();
         assert!(errors.is_empty());
         assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
-        assert!(matches!(records[1].body, Body::TaskExit { task_id: 1, .. }));
+        assert_eq!(records[1].at, 5);
+        assert!(matches!(
+            records[1].body,
+            Body::TaskExit {
+                task_id: 1,
+                at_ms: Some(5_678),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn task_exits_of_an_older_plugin_have_no_milliseconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.store.path = dir.path().join("state/node.db");
+        config.spool.dir = Some(dir.path().join("spool"));
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        std::fs::write(
+            config.store.task_exits_path(),
+            concat!(
+                r#"{"at":5,"job_id":"9","step_id":"0","task_id":1,"signal":9}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(export(&config, "node1", 10, vec![]).unwrap(), 1);
+        let (records, errors) = lemonade_spool::read(&lemonade_spool::node_file(
+            config.spool.dir.as_ref().unwrap(),
+            "node1",
+        ))
+        .unwrap();
+        assert!(errors.is_empty());
+        assert_eq!(records[0].at, 5);
+        assert!(matches!(
+            records[0].body,
+            Body::TaskExit {
+                signal: Some(9),
+                at_ms: None,
+                ..
+            }
+        ));
     }
 }

@@ -15,7 +15,11 @@
 //!    inside the window, the earliest first (category `slurm_event`);
 //! 3. else the node whose task failed first (task-exit records of the SPANK
 //!    plugin with a non-zero exit code or a signal, between the run's start
-//!    and the window's end; category `task_exit`);
+//!    and the window's end; category `task_exit`). Task exits are compared in
+//!    milliseconds: the failing task and those Slurm kills right after it
+//!    usually end within the same second. Records of nodes that sent only
+//!    seconds count as the start of their second; exact ties go to the lower
+//!    node id;
 //! 4. else nobody: the failure is counted as unattributed, not blamed.
 //!
 //! **Single-node runs** are blamed on their node, except `FAILED` runs whose
@@ -61,8 +65,10 @@ pub struct Evidence {
     pub findings: HashMap<i64, Vec<Mark>>,
     /// Starts of out-of-service events per node.
     pub out_events: HashMap<i64, Vec<Mark>>,
-    /// Failed task exits per job id: (node, at).
-    pub task_fails: HashMap<i64, Vec<(i64, i64)>>,
+    /// Failed task exits per job id: (node, Unix **milliseconds**), so that
+    /// tasks ending within one second are still ordered. Records without
+    /// milliseconds are given as their second times 1000.
+    pub task_fails_ms: HashMap<i64, Vec<(i64, i64)>>,
 }
 
 impl Evidence {
@@ -75,8 +81,8 @@ impl Evidence {
         {
             v.sort_by_key(|m| m.at);
         }
-        for v in self.task_fails.values_mut() {
-            v.sort_by_key(|&(_, at)| at);
+        for v in self.task_fails_ms.values_mut() {
+            v.sort_by_key(|&(node, at_ms)| (at_ms, node));
         }
     }
 
@@ -179,10 +185,13 @@ pub fn attribute(run: &FailedRun, ev: &Evidence, user_error_codes: &[i32]) -> At
             category: "slurm_event".into(),
         };
     }
-    let from = run.start.unwrap_or(lo);
-    if let Some(&(node, _)) = ev.task_fails.get(&run.job_id_raw).and_then(|v| {
+    // The window is in seconds, the task exits in milliseconds: every
+    // millisecond of the seconds `from..=hi` is inside.
+    let from_ms = run.start.unwrap_or(lo).saturating_mul(1000);
+    let hi_ms = hi.saturating_mul(1000).saturating_add(999);
+    if let Some(&(node, _)) = ev.task_fails_ms.get(&run.job_id_raw).and_then(|v| {
         v.iter()
-            .find(|&&(n, at)| at >= from && at <= hi && run.nodes.contains(&n))
+            .find(|&&(n, at_ms)| at_ms >= from_ms && at_ms <= hi_ms && run.nodes.contains(&n))
     }) {
         return Attribution {
             node: Some(node),
@@ -223,7 +232,7 @@ mod tests {
     #[test]
     fn finding_beats_event_beats_task_exit() {
         let mut ev = Evidence::default();
-        ev.task_fails.insert(42, vec![(1, 5000)]);
+        ev.task_fails_ms.insert(42, vec![(1, 5_000_000)]);
         let a = attribute(&run(&[1, 2, 3], 1), &ev, &[]);
         assert_eq!((a.node, a.rule), (Some(1), Rule::FirstTaskExit));
         ev.out_events.insert(2, vec![mark(10_100, "")]);
@@ -267,10 +276,53 @@ mod tests {
     #[test]
     fn task_exits_of_other_nodes_or_runs_do_not_count() {
         let mut ev = Evidence::default();
-        ev.task_fails.insert(42, vec![(9, 5000), (1, 20_000)]);
+        ev.task_fails_ms
+            .insert(42, vec![(9, 5_000_000), (1, 20_000_000)]);
         assert_eq!(
             attribute(&run(&[1, 2], 1), &ev, &[]).rule,
             Rule::Unattributed
         );
+    }
+
+    #[test]
+    fn the_first_failing_task_is_told_apart_within_a_second() {
+        // Node 2's task failed at 5000.120 s, node 1's (killed by Slurm) at 5000.480 s:
+        // the same second, node 2 first although its id is higher.
+        let mut ev = Evidence::default();
+        ev.task_fails_ms
+            .insert(42, vec![(1, 5_000_480), (2, 5_000_120), (3, 5_000_999)]);
+        ev.sort();
+        let a = attribute(&run(&[1, 2, 3], 1), &ev, &[]);
+        assert_eq!((a.node, a.rule), (Some(2), Rule::FirstTaskExit));
+    }
+
+    #[test]
+    fn task_exits_in_whole_seconds_still_count() {
+        // Records of older nodes come as `at * 1000`: the earlier second wins,
+        // and within one second the lower node id.
+        let mut ev = Evidence::default();
+        ev.task_fails_ms
+            .insert(42, vec![(3, 5_001_000), (2, 5_000_000), (1, 5_000_000)]);
+        ev.sort();
+        assert_eq!(attribute(&run(&[2, 3], 1), &ev, &[]).node, Some(2));
+        assert_eq!(attribute(&run(&[1, 2, 3], 1), &ev, &[]).node, Some(1));
+    }
+
+    #[test]
+    fn task_exit_window_covers_whole_seconds() {
+        // The window ends at 10_300 s: its last millisecond counts, the next does not.
+        let mut r = run(&[1, 2], 1);
+        r.start = Some(4_000);
+        let mut ev = Evidence::default();
+        ev.task_fails_ms
+            .insert(42, vec![(1, 3_999_999), (2, 10_301_000)]);
+        ev.sort();
+        assert_eq!(attribute(&r, &ev, &[]).rule, Rule::Unattributed);
+        ev.task_fails_ms
+            .insert(42, vec![(1, 3_999_999), (2, 4_000_000)]);
+        assert_eq!(attribute(&r, &ev, &[]).node, Some(2));
+        ev.task_fails_ms
+            .insert(42, vec![(1, 3_999_999), (2, 10_300_999)]);
+        assert_eq!(attribute(&r, &ev, &[]).node, Some(2));
     }
 }

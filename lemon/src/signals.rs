@@ -404,8 +404,10 @@ fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
             });
         }
     }
+    // Milliseconds: tasks of one job often end within the same second.
+    // Records of nodes that sent only seconds (`at_ms` NULL) count as `at * 1000`.
     let mut stmt = conn.prepare_cached(
-        "SELECT node, at, job_id FROM health
+        "SELECT node, coalesce(at_ms, at * 1000), job_id FROM health
          WHERE kind = 'task_exit' AND at >= ?1 AND at <= ?2
            AND (ifnull(exit_code, 0) != 0 OR ifnull(signal, 0) != 0)",
     )?;
@@ -414,7 +416,7 @@ fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
         let job: String = r.get(2)?;
         // SPANK reports SLURM_JOB_ID, the raw id; `123_4` forms are not expected.
         if let Ok(raw) = job.trim().parse::<i64>() {
-            ev.task_fails
+            ev.task_fails_ms
                 .entry(raw)
                 .or_default()
                 .push((r.get(0)?, r.get(1)?));
@@ -480,5 +482,89 @@ fn store_attributions(conn: &Connection, list: &[(i64, &Attribution)], now: i64)
             let _ = conn.execute_batch("ROLLBACK");
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest;
+    use lemonade_spool::{Body, Record};
+    use std::time::Duration;
+
+    /// A failed task exit of `job` on `node`, at `at_ms` (None: an older
+    /// node that sent only the seconds `at`).
+    fn task_exit(node: &str, seq: u64, job: &str, at: i64, at_ms: Option<i64>) -> Record {
+        Record {
+            seq,
+            epoch: "e1".into(),
+            node: node.into(),
+            at,
+            body: Body::TaskExit {
+                job_id: job.into(),
+                step_id: "0".into(),
+                task_id: 0,
+                exit_code: None,
+                signal: Some(9),
+                at_ms,
+            },
+        }
+    }
+
+    #[test]
+    fn first_task_exit_is_decided_in_milliseconds_and_old_records_still_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = db::open(&dir.path().join("l.db"), Duration::from_secs(5)).unwrap();
+        // Jobs 11 and 12 on n[1-2] fail at 20000.
+        let jobs = "\
+11|11|n[1-2]|2|FAILED|1:0|0:0|1|15000|20000|5000|b|u|gres/gpu=16
+12|12|n[1-2]|2|FAILED|1:0|0:0|1|15000|20000|5000|b|u|gres/gpu=16
+";
+        ingest::sacct::ingest_reader(&conn, jobs.as_bytes(), "jobs", 86_400).unwrap();
+        let mut nodes = db::NodeIds::load(&conn).unwrap();
+        // Job 11: n2's task failed 300 ms before n1's, in the same second.
+        // Job 12: a node without milliseconds; n2 a second earlier than n1.
+        ingest::spool::ingest_records(
+            &mut conn,
+            &mut nodes,
+            &[
+                task_exit("n1", 1, "11", 19_000, Some(19_000_400)),
+                task_exit("n1", 2, "12", 19_501, None),
+            ],
+        )
+        .unwrap();
+        ingest::spool::ingest_records(
+            &mut conn,
+            &mut nodes,
+            &[
+                task_exit("n2", 1, "11", 19_000, Some(19_000_100)),
+                task_exit("n2", 2, "12", 19_500, None),
+            ],
+        )
+        .unwrap();
+        let ids: HashMap<String, i64> = db::node_names(&conn)
+            .unwrap()
+            .into_iter()
+            .map(|(id, name)| (name, id))
+            .collect();
+        let (n1, n2) = (ids["n1"], ids["n2"]);
+        assert!(n2 > n1, "n2 has the higher node id");
+
+        let ev = evidence(&conn, 10_000, 30_000).unwrap();
+        assert_eq!(ev.task_fails_ms[&11], [(n2, 19_000_100), (n1, 19_000_400)]);
+        assert_eq!(ev.task_fails_ms[&12], [(n2, 19_500_000), (n1, 19_501_000)]);
+
+        let out = attribute_range(&conn, 10_000, 30_000, &[], &ev).unwrap();
+        let blamed: Vec<(String, Option<i64>, Rule)> = out
+            .into_iter()
+            .map(|(_, job, a)| (job, a.node, a.rule))
+            .collect();
+        assert_eq!(
+            blamed,
+            [
+                ("11".to_string(), Some(n2), Rule::FirstTaskExit),
+                ("12".to_string(), Some(n2), Rule::FirstTaskExit),
+            ]
+        );
     }
 }

@@ -26,6 +26,7 @@ fn finding(check: &str, severity: &str) -> Body {
     }
 }
 
+/// A task exit as older nodes sent it: seconds only.
 fn task_exit(job: &str, exit_code: i32) -> Body {
     Body::TaskExit {
         job_id: job.into(),
@@ -33,6 +34,19 @@ fn task_exit(job: &str, exit_code: i32) -> Body {
         task_id: 0,
         exit_code: Some(exit_code),
         signal: None,
+        at_ms: None,
+    }
+}
+
+/// A task exit with its milliseconds, as the SPANK plugin writes it now.
+fn task_exit_ms(job: &str, at_ms: i64) -> Body {
+    Body::TaskExit {
+        job_id: job.into(),
+        step_id: "0".into(),
+        task_id: 0,
+        exit_code: Some(1),
+        signal: None,
+        at_ms: Some(at_ms),
     }
 }
 
@@ -134,4 +148,65 @@ fn multi_node_failures_follow_findings_then_first_failing_task() {
     assert_eq!(n3.signals.xid_cnt, 2, "distinct XID codes");
     assert_eq!(n3.signals.multi_node_node_fails, 1);
     assert_eq!(scores.unattributed_failures, 2);
+}
+
+#[test]
+fn the_first_failing_task_is_found_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let mut conn = db::open(&dir.path().join("l.db"), Duration::from_secs(5)).unwrap();
+    let day = 86_400;
+    // Job 21 on n[1-3] fails at 20000. n3's task failed at 19000.050 s; Slurm
+    // then killed n1's and n2's tasks in the same second. Job 22 on n[1-2]
+    // fails at 30000, from a node of an older release (seconds only): n2's
+    // task failed a second before n1's.
+    let jobs = "\
+21|21|n[1-3]|3|FAILED|1:0|0:0|1|15000|20000|5000|b|u|gres/gpu=24
+22|22|n[1-2]|2|FAILED|1:0|0:0|1|25000|30000|5000|b|u|gres/gpu=16
+";
+    ingest::sacct::ingest_reader(&conn, jobs.as_bytes(), "jobs", day).unwrap();
+    for (node, records) in [
+        (
+            "n1",
+            vec![
+                rec("n1", 1, 19_000, task_exit_ms("21", 19_000_400)),
+                rec("n1", 2, 29_001, task_exit("22", 1)),
+            ],
+        ),
+        (
+            "n2",
+            vec![
+                rec("n2", 1, 19_000, task_exit_ms("21", 19_000_390)),
+                rec("n2", 2, 29_000, task_exit("22", 1)),
+            ],
+        ),
+        (
+            "n3",
+            vec![rec("n3", 1, 19_000, task_exit_ms("21", 19_000_050))],
+        ),
+    ] {
+        lemonade_spool::write(&spool, node, &records, 1 << 20).unwrap();
+    }
+    let stats = ingest::spool::ingest_dir(&mut conn, &spool).unwrap();
+    assert_eq!(stats.inserted, 5);
+
+    app::score(&conn, &Config::default(), day).unwrap();
+    let rows: Vec<(String, Option<String>, String)> = conn
+        .prepare(
+            "SELECT j.job_id, n.name, a.rule FROM attributions a
+             JOIN jobs j ON j.id = a.job LEFT JOIN nodes n ON n.id = a.node ORDER BY j.job_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let s = |a: &str, b: &str| {
+        (
+            a.to_string(),
+            Some(b.to_string()),
+            "first_task_exit".to_string(),
+        )
+    };
+    assert_eq!(rows, [s("21", "n3"), s("22", "n2")]);
 }

@@ -17,6 +17,10 @@ pub struct SlurmEnv {
     pub trigger: Option<String>,
     /// Set by the SPANK plugin: `quick` or `full`.
     pub profile: Option<String>,
+    /// The job's `--health-check` (`quick`, `full` or `off`), resolved by
+    /// the SPANK plugin in the command that created the job and handed over
+    /// through the job control environment.
+    pub job_choice: Option<String>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -34,6 +38,7 @@ impl SlurmEnv {
             exit_code2: var("SLURM_JOB_EXIT_CODE2"),
             trigger: var("LEMONADE_TRIGGER"),
             profile: var("LEMONADE_PROFILE"),
+            job_choice: var("SPANK_LEMONADE_HEALTH_CHECK"),
         }
     }
 

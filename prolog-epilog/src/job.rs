@@ -128,8 +128,20 @@ fn run(
         }
     }
     let profile = match phase {
-        Phase::Prolog if env.profile.as_deref() == Some("full") => Profile::Full,
-        Phase::Prolog => Profile::Quick,
+        Phase::Prolog => match prolog_choice(env) {
+            Some(profile) => profile,
+            None => {
+                // The user said `--health-check=off` and the site allowed it.
+                if let (Ok(c), Some(_)) = (&config, &job) {
+                    let _ = healthcheck::export::export(c, node, now.timestamp(), extra);
+                }
+                println!(
+                    "off {}: no checks (--health-check=off)",
+                    job.as_ref().map_or("-", |j| j.job_id.as_str())
+                );
+                return 0;
+            }
+        },
         Phase::Epilog => Profile::Epilog,
     };
     let trigger = match (env.from_spank(), phase) {
@@ -184,6 +196,23 @@ fn run(
     u8::from(phase == Phase::Prolog && took_out)
 }
 
+/// The prolog's profile: the SPANK plugin's when it runs us, else the job's
+/// `--health-check` from the job control environment; `None` for `off`.
+/// Without either (no plugin, a job submitted through the REST API), the
+/// quick checks.
+fn prolog_choice(env: &SlurmEnv) -> Option<Profile> {
+    let asked = if env.from_spank() {
+        env.profile.as_deref()
+    } else {
+        env.job_choice.as_deref()
+    };
+    match asked.map(str::trim) {
+        Some("full") => Some(Profile::Full),
+        Some("off") => None,
+        _ => Some(Profile::Quick),
+    }
+}
+
 /// Writes the job's start or end to the node database; returns its export record.
 fn record_job(config: &Config, phase: Phase, env: &SlurmEnv, job_id: &str, at: i64) -> Body {
     let path = &config.store.path;
@@ -214,5 +243,46 @@ fn record_job(config: &Config, phase: Phase, env: &SlurmEnv, job_id: &str, at: i
                 signal,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(trigger: Option<&str>, profile: Option<&str>, job_choice: Option<&str>) -> SlurmEnv {
+        SlurmEnv {
+            trigger: trigger.map(String::from),
+            profile: profile.map(String::from),
+            job_choice: job_choice.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_jobs_choice_picks_the_prolog_profile() {
+        assert_eq!(prolog_choice(&env(None, None, None)), Some(Profile::Quick));
+        assert_eq!(
+            prolog_choice(&env(None, None, Some("quick"))),
+            Some(Profile::Quick)
+        );
+        assert_eq!(
+            prolog_choice(&env(None, None, Some("full"))),
+            Some(Profile::Full)
+        );
+        assert_eq!(prolog_choice(&env(None, None, Some("off"))), None);
+        // Anything else is not ours to guess at: the quick checks.
+        assert_eq!(
+            prolog_choice(&env(None, None, Some("bogus"))),
+            Some(Profile::Quick)
+        );
+    }
+
+    #[test]
+    fn run_by_the_plugin_its_profile_wins() {
+        let e = env(Some("spank"), Some("full"), Some("quick"));
+        assert_eq!(prolog_choice(&e), Some(Profile::Full));
+        let e = env(Some("spank"), Some("quick"), Some("full"));
+        assert_eq!(prolog_choice(&e), Some(Profile::Quick));
     }
 }

@@ -1,29 +1,30 @@
-//! The callbacks Slurm calls, and only those: each one exported makes Slurm
-//! do work for every job (`job_prolog`/`job_epilog` make slurmd start a
-//! `slurmstepd spank` process per job).
+//! The callbacks of `lemonade_spank.so`, and only those: each one exported
+//! makes Slurm do work for every job. The job prolog and epilog, which cost
+//! a process per job, are in [`crate::job_script`].
 //!
 //! Every callback runs inside slurmd, slurmstepd or a client, so none may
 //! unwind into C: [`guard`] turns a panic into a logged error. `init`, the
 //! option check and `task_exit` then return `-1`. In the job prolog and
-//! epilog (and `user_init`) our own failures (config unreadable, program
-//! missing, deadline passed, a bug) are logged and let the job run: only the
-//! program saying "unhealthy" (a non-zero exit) fails the callback, exactly
-//! as Slurm treats that program in slurm.conf.
+//! epilog (and `user_init`, `init_post_opt`) our own failures (config
+//! unreadable, program missing, deadline passed, a bug) are logged and let
+//! the job run: only the program saying "unhealthy" (a non-zero exit) fails
+//! the callback, exactly as Slurm treats that program in slurm.conf.
 
 use crate::choice::Choice;
-use crate::exec::{self, Outcome};
 use crate::ffi::{self, spank_t};
 use crate::settings::Settings;
 use crate::{log, status, task};
 use lemonade_config::StoreSettings;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// Parsed in `slurm_spank_init`, read by the option callback in the same process.
 static SETTINGS: Mutex<Option<Settings>> = Mutex::new(None);
+/// The user's `--health-check`, kept by the option callback in srun, sbatch
+/// or salloc for `slurm_spank_init_post_opt`; none when not given.
+static CHOSEN: Mutex<Option<Choice>> = Mutex::new(None);
 /// What a slurmstepd learns in `slurm_spank_init`, as root and before any
 /// task exists, so that the later callbacks parse nothing and, running as
 /// the user, need not read root's state directory.
@@ -36,17 +37,23 @@ struct Step {
     health: Option<status::NodeHealth>,
 }
 
-const OPTION_NAME: &CStr = c"health-check";
-const OPTION_ARGINFO: &CStr = c"quick|full|off";
+pub(crate) const OPTION_NAME: &CStr = c"health-check";
+pub(crate) const OPTION_ARGINFO: &CStr = c"quick|full|off";
 /// getopt's `optional_argument`: `--health-check` alone is allowed.
-const OPTIONAL_ARGUMENT: c_int = 2;
-/// Markers of the SPANK plugin older than this are removed by its epilog.
-const MARKER_MAX_AGE: Duration = Duration::from_secs(7 * 86_400);
+pub(crate) const OPTIONAL_ARGUMENT: c_int = 2;
+/// The job control variable that carries the job's choice to slurm.conf's
+/// `Prolog`/`Epilog`; Slurm prefixes it, so they read
+/// `SPANK_LEMONADE_HEALTH_CHECK`.
+const CHOICE_VARIABLE: &CStr = c"LEMONADE_HEALTH_CHECK";
 
 /// Runs a callback body; panics and errors become a log line and
 /// `on_failure`: `-1` where Slurm should see the error, `0` where a failure
 /// of ours must not fail the job (the job prolog would drain the node).
-fn guard(callback: &str, on_failure: c_int, body: impl FnOnce() -> Result<c_int, String>) -> c_int {
+pub(crate) fn guard(
+    callback: &str,
+    on_failure: c_int,
+    body: impl FnOnce() -> Result<c_int, String>,
+) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(rc)) => rc,
         Ok(Err(e)) => {
@@ -69,7 +76,7 @@ fn guard(callback: &str, on_failure: c_int, body: impl FnOnce() -> Result<c_int,
 ///
 /// # Safety
 /// `argv` holds `argc` NUL-terminated strings, as Slurm guarantees.
-unsafe fn plugin_args(argc: c_int, argv: *mut *mut c_char) -> Vec<String> {
+pub(crate) unsafe fn plugin_args(argc: c_int, argv: *mut *mut c_char) -> Vec<String> {
     if argv.is_null() {
         return Vec::new();
     }
@@ -81,7 +88,7 @@ unsafe fn plugin_args(argc: c_int, argv: *mut *mut c_char) -> Vec<String> {
         .collect()
 }
 
-fn parse_settings(args: &[String]) -> Result<Settings, String> {
+pub(crate) fn parse_settings(args: &[String]) -> Result<Settings, String> {
     Settings::parse(args.iter().map(String::as_str)).map_err(|e| format!("plugstack.conf: {e}"))
 }
 
@@ -161,6 +168,47 @@ unsafe extern "C" fn option_callback(_val: c_int, optarg: *const c_char, _remote
         let choice = Choice::parse_option(value.as_deref())?;
         let settings = lock(&SETTINGS).clone().unwrap_or_default();
         settings.resolve(Some(choice))?;
+        *lock(&CHOSEN) = Some(choice);
+        Ok(0)
+    })
+}
+
+/// In srun, sbatch and salloc, after the options: puts the job's choice (the
+/// user's, or the site default) into the job control environment, which
+/// Slurm hands to slurm.conf's `Prolog` and `Epilog` on every node of the
+/// job. That is how `lemonade-prolog` learns it without this plugin
+/// exporting a job prolog (which would cost every job a process).
+///
+/// Only a command that creates the job decides: an srun inside an existing
+/// allocation changes nothing, its job's prolog has run.
+///
+/// # Safety
+/// Called by Slurm with a valid handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_init_post_opt(
+    sp: spank_t,
+    _argc: c_int,
+    _argv: *mut *mut c_char,
+) -> c_int {
+    guard("init_post_opt", 0, || {
+        let context = ffi::spank_context();
+        if context != ffi::spank_context_S_CTX_LOCAL
+            && context != ffi::spank_context_S_CTX_ALLOCATOR
+        {
+            return Ok(0);
+        }
+        // No settings: init failed (and said why) in an `optional` plugin.
+        let Some(settings) = lock(&SETTINGS).clone() else {
+            return Ok(0);
+        };
+        let choice = settings.resolve(*lock(&CHOSEN))?;
+        let value = CString::new(choice.as_str()).map_err(|e| e.to_string())?;
+        let rc = ffi::spank_job_control_setenv(sp, CHOICE_VARIABLE.as_ptr(), value.as_ptr(), 1);
+        if rc != ffi::ESPANK_SUCCESS {
+            log::verbose(&format!(
+                "cannot hand --health-check={choice} to the prolog (spank error {rc})"
+            ));
+        }
         Ok(0)
     })
 }
@@ -168,7 +216,7 @@ unsafe extern "C" fn option_callback(_val: c_int, optarg: *const c_char, _remote
 /// The node's store settings (for its state directory). A config that
 /// cannot be read leaves none: the plugin then writes nowhere rather than
 /// into a directory the site did not choose, and the job runs as usual.
-fn node_store(settings: &Settings, node: Option<String>) -> Option<StoreSettings> {
+pub(crate) fn node_store(settings: &Settings, node: Option<String>) -> Option<StoreSettings> {
     match lemonade_config::load(&settings.config, node.as_deref()) {
         Ok(config) => Some(config.store),
         Err(e) => {
@@ -209,187 +257,17 @@ unsafe fn step_node_name(sp: spank_t) -> Option<String> {
     })
 }
 
-unsafe fn item_u32(sp: spank_t, item: ffi::spank_item_t, what: &str) -> Result<u32, String> {
+pub(crate) unsafe fn item_u32(
+    sp: spank_t,
+    item: ffi::spank_item_t,
+    what: &str,
+) -> Result<u32, String> {
     let mut value: u32 = 0;
     let rc = ffi::spank_get_item(sp, item, &mut value as *mut u32);
     if rc != ffi::ESPANK_SUCCESS {
         return Err(format!("cannot read {what} (spank error {rc})"));
     }
     Ok(value)
-}
-
-/// Runs the health checks before the job starts on this node.
-///
-/// # Safety
-/// Called by Slurm with a valid handle and arguments.
-#[no_mangle]
-pub unsafe extern "C" fn slurm_spank_job_prolog(
-    sp: spank_t,
-    argc: c_int,
-    argv: *mut *mut c_char,
-) -> c_int {
-    guard("job_prolog", 0, || {
-        job_script(sp, &plugin_args(argc, argv), Phase::Prolog)
-    })
-}
-
-/// Runs the health checks after the job ends on this node.
-///
-/// # Safety
-/// Called by Slurm with a valid handle and arguments.
-#[no_mangle]
-pub unsafe extern "C" fn slurm_spank_job_epilog(
-    sp: spank_t,
-    argc: c_int,
-    argv: *mut *mut c_char,
-) -> c_int {
-    guard("job_epilog", 0, || {
-        job_script(sp, &plugin_args(argc, argv), Phase::Epilog)
-    })
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Prolog,
-    Epilog,
-}
-
-/// `job_script` context: a `slurmstepd spank prolog|epilog` process of its
-/// own, with the prolog environment; `slurm_spank_init` did not run here.
-unsafe fn job_script(sp: spank_t, args: &[String], phase: Phase) -> Result<c_int, String> {
-    let settings = match parse_settings(args) {
-        Ok(s) => s,
-        Err(e) => {
-            log::error(&format!("{e}; no health checks for this job"));
-            return Ok(0);
-        }
-    };
-    let job_id = item_u32(sp, ffi::spank_item_S_JOB_ID, "the job id")?.to_string();
-    let choice = job_choice(sp, &settings);
-    let node = std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|n| !n.is_empty());
-    if let Some(store) = node_store(&settings, node) {
-        let marker = store.spank_marker_path(&job_id);
-        match phase {
-            Phase::Prolog => write_marker(&marker, choice),
-            Phase::Epilog => prune_markers(&marker),
-        }
-    }
-    if choice == Choice::Off {
-        log::verbose(&format!("job {job_id}: --health-check=off, no checks"));
-        return Ok(0);
-    }
-    let (program, profile) = match phase {
-        Phase::Prolog => (settings.prolog.as_deref(), choice.as_str()),
-        // The epilog's own profile: it looks at what the job may have moved.
-        Phase::Epilog => (settings.epilog.as_deref(), "epilog"),
-    };
-    let Some(program) = program else {
-        return Ok(0);
-    };
-    let config = settings.config.to_string_lossy();
-    let env = [
-        (lemonade_config::ENV_VAR, config.as_ref()),
-        ("LEMONADE_PROFILE", profile),
-        ("LEMONADE_TRIGGER", "spank"),
-    ];
-    Ok(match exec::run(program, &env, settings.timeout) {
-        Outcome::Exited(0) => 0,
-        Outcome::Exited(code) => {
-            log::error(&format!(
-                "job {job_id}: {} exited {code}: the node is not healthy",
-                program.display()
-            ));
-            -1
-        }
-        Outcome::Signaled(signal) => {
-            log::error(&format!(
-                "job {job_id}: {} killed by signal {signal}; the job proceeds",
-                program.display()
-            ));
-            0
-        }
-        Outcome::TimedOut => {
-            log::error(&format!(
-                "job {job_id}: {} still running after {:.1}s, killed; the job proceeds",
-                program.display(),
-                settings.timeout.as_secs_f64()
-            ));
-            0
-        }
-        Outcome::NotStarted(e) => {
-            log::error(&format!(
-                "job {job_id}: cannot run {}: {e}; the job proceeds without health checks",
-                program.display()
-            ));
-            0
-        }
-    })
-}
-
-/// The job's `--health-check`, or the site default. In `job_script` context
-/// Slurm finds the value in the job's SPANK environment.
-unsafe fn job_choice(sp: spank_t, settings: &Settings) -> Choice {
-    let mut option = ffi::spank_option {
-        name: OPTION_NAME.as_ptr().cast_mut(),
-        arginfo: OPTION_ARGINFO.as_ptr().cast_mut(),
-        usage: c"".as_ptr().cast_mut(),
-        has_arg: OPTIONAL_ARGUMENT,
-        val: 0,
-        cb: None,
-    };
-    let mut optarg: *mut c_char = std::ptr::null_mut();
-    let user = if ffi::spank_option_getopt(sp, &mut option, &mut optarg) == ffi::ESPANK_SUCCESS {
-        let value =
-            (!optarg.is_null()).then(|| CStr::from_ptr(optarg).to_string_lossy().into_owned());
-        match Choice::parse_option(value.as_deref()) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                log::error(&format!("--health-check: {e}; using the default"));
-                None
-            }
-        }
-    } else {
-        None
-    };
-    settings.resolve(user).unwrap_or_else(|e| {
-        log::error(&format!("{e}; using the default"));
-        settings.default
-    })
-}
-
-/// Tells `lemonade-prolog`/`-epilog`, which slurmd runs after this plugin,
-/// that the plugin has handled the job on this node.
-fn write_marker(marker: &Path, choice: Choice) {
-    let written = marker
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(marker, format!("{choice}\n")));
-    if let Err(e) = written {
-        log::error(&format!("cannot write {}: {e}", marker.display()));
-    }
-}
-
-/// Removes markers of jobs long gone: where slurm.conf runs no
-/// `lemonade-epilog` (which removes a job's marker), nothing else would.
-fn prune_markers(marker: &Path) {
-    let Some(dir) = marker.parent() else { return };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now = SystemTime::now();
-    for entry in entries.flatten() {
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age > MARKER_MAX_AGE);
-        if old {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
 }
 
 /// Puts the node's health into the environment of the step's tasks.
@@ -453,11 +331,8 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
                 "cannot read the task's exit status (spank error {rc})"
             ));
         }
-        let at = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or_default();
-        lemonade_spool::append_task_exit(&path, &task::task_exit(job, step, task_id, status, at))
+        let exit = task::task_exit(job, step, task_id, status, SystemTime::now());
+        lemonade_spool::append_task_exit(&path, &exit)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(0)
     })

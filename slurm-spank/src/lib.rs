@@ -1,14 +1,21 @@
-//! Lemonade's SPANK plugin.
+//! Lemonade's SPANK plugins.
+//!
+//! This crate builds `lemonade_spank.so`, the plugin most sites want:
 //!
 //! * `--health-check[=quick|full|off]` for `srun`, `sbatch` and `salloc`;
 //!   the site's default and whether `off` is allowed come from the
-//!   plugstack.conf arguments ([`settings`]).
-//! * Job prolog and epilog: run `lemonade-prolog`/`lemonade-epilog` with the
-//!   chosen profile, under a deadline, and leave a per-job marker so those
-//!   programs, when slurm.conf names them too, do not check the job again.
+//!   plugstack.conf arguments ([`settings`]). The job's choice reaches
+//!   slurm.conf's `lemonade-prolog`/`-epilog` through the job control
+//!   environment (`SPANK_LEMONADE_HEALTH_CHECK`).
 //! * Task exits: one line per task appended to the node's task-exit file,
 //!   which the next healthcheck run folds into the export for the head node.
 //! * Every task sees `LEMONADE_NODE_HEALTH` and `LEMONADE_LAST_CHECK`.
+//!
+//! The `slurm-spank/prolog` crate builds `lemonade_spank_prolog.so`: all of
+//! the above plus a job prolog and epilog ([`job_script`]) that run the
+//! checks themselves, for sites without `Prolog=` in slurm.conf. Those two
+//! callbacks make slurmd start a process per job, which is why they are not
+//! in the default plugin.
 //!
 //! Slurm reads the data symbols below when it loads the plugin. The
 //! callbacks live in `callbacks`; everything they decide is in plain modules
@@ -28,9 +35,13 @@ mod task;
 #[cfg(not(test))]
 mod callbacks;
 #[cfg(not(test))]
+pub mod job_script;
+#[cfg(not(test))]
 mod log;
 
 mod ffi;
+/// The SPANK handle type, for the crate that exports [`job_script`].
+pub use ffi::spank_t;
 
 /// The plugin's name: Slurm's logs and the option's environment variable
 /// (`_SLURM_SPANK_OPTION_lemonade_health_check`) use it.

@@ -1,6 +1,7 @@
 //! What one task's end looks like in the task-exit file.
 
 use lemonade_spool::TaskExit;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Step ids that Slurm gives special steps (`slurm.h`, stable since 20.11).
 const INTERACTIVE_STEP: u32 = 0xffff_fffa;
@@ -17,20 +18,26 @@ pub fn step_name(step: u32) -> String {
     }
 }
 
-/// A task exit from `S_TASK_EXIT_STATUS`, a raw `wait(2)` status.
-pub fn task_exit(job: u32, step: u32, task: u32, status: i32, at: i64) -> TaskExit {
+/// A task exit from `S_TASK_EXIT_STATUS`, a raw `wait(2)` status, at `at`.
+/// The time is kept in seconds (`at`) and milliseconds (`at_ms`): the tasks
+/// of a failing job often end within one second, and the head node needs
+/// to know whose failed first.
+pub fn task_exit(job: u32, step: u32, task: u32, status: i32, at: SystemTime) -> TaskExit {
     let (exit_code, signal) = if libc::WIFSIGNALED(status) {
         (None, Some(libc::WTERMSIG(status)))
     } else {
         (Some(libc::WEXITSTATUS(status)), None)
     };
+    // A clock before 1970 is broken: 0, as before.
+    let since_epoch = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     TaskExit {
-        at,
+        at: since_epoch.as_secs() as i64,
         job_id: job.to_string(),
         step_id: step_name(step),
         task_id: task,
         exit_code,
         signal,
+        at_ms: Some(since_epoch.as_millis() as i64),
     }
 }
 
@@ -38,14 +45,31 @@ pub fn task_exit(job: u32, step: u32, task: u32, status: i32, at: i64) -> TaskEx
 mod tests {
     use super::*;
 
+    use std::time::Duration;
+
+    fn at(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(ms)
+    }
+
     #[test]
     fn decodes_exit_codes_and_signals() {
-        let exited = task_exit(7, 0, 3, 1 << 8, 100);
+        let exited = task_exit(7, 0, 3, 1 << 8, at(100_000));
         assert_eq!((exited.exit_code, exited.signal), (Some(1), None));
         assert_eq!(exited.step_id, "0");
-        let killed = task_exit(7, BATCH_STEP, 0, libc::SIGKILL, 100);
+        let killed = task_exit(7, BATCH_STEP, 0, libc::SIGKILL, at(100_000));
         assert_eq!((killed.exit_code, killed.signal), (None, Some(9)));
         assert_eq!(killed.step_id, "batch");
         assert_eq!(step_name(EXTERN_STEP), "extern");
+    }
+
+    #[test]
+    fn keeps_seconds_and_milliseconds() {
+        let exit = task_exit(7, 0, 3, 0, at(1_700_000_000_987));
+        assert_eq!(
+            (exit.at, exit.at_ms),
+            (1_700_000_000, Some(1_700_000_000_987))
+        );
+        let before_1970 = task_exit(7, 0, 3, 0, UNIX_EPOCH - Duration::from_secs(1));
+        assert_eq!((before_1970.at, before_1970.at_ms), (0, Some(0)));
     }
 }

@@ -79,6 +79,13 @@ pub enum Body {
         exit_code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
+        /// Unix milliseconds of the exit; the record's `at` is the same time
+        /// in whole seconds. The failing task of a multi-node job and the
+        /// tasks Slurm kills right after it usually end within one second:
+        /// only milliseconds tell which came first. `None` in records written
+        /// before it existed: take `at * 1000`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ms: Option<i64>,
     },
     /// We changed the node's Slurm state (drain, down, resume).
     StateChange { action: String, reason: String },
@@ -171,6 +178,7 @@ pub fn read(path: &Path) -> Result<(Vec<Record>, Vec<SpoolError>), SpoolError> {
 /// A task exit as the SPANK plugin appends it to the node-local file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskExit {
+    /// Unix seconds.
     pub at: i64,
     pub job_id: String,
     pub step_id: String,
@@ -179,6 +187,18 @@ pub struct TaskExit {
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// Unix milliseconds, the same time as `at`: the tasks of a job that
+    /// fails often end within one second, and the head node blames the node
+    /// whose task failed first. `None` in lines written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<i64>,
+}
+
+impl TaskExit {
+    /// The exit time in Unix milliseconds: `at_ms`, else `at` in whole seconds.
+    pub fn time_ms(&self) -> i64 {
+        self.at_ms.unwrap_or(self.at.saturating_mul(1000))
+    }
 }
 
 /// Appends one task exit with a single `write(2)` on an `O_APPEND` file:
@@ -247,6 +267,7 @@ mod tests {
             task_id: 3,
             exit_code: Some(1),
             signal: None,
+            at_ms: Some(1_234),
         };
         append_task_exit(&path, &exit).unwrap();
         append_task_exit(&path, &exit).unwrap();
@@ -256,5 +277,48 @@ mod tests {
             serde_json::from_str::<TaskExit>(text.lines().next().unwrap()).unwrap(),
             exit
         );
+    }
+
+    #[test]
+    fn task_exits_without_milliseconds_still_parse() {
+        // A line as the plugin wrote it before `at_ms`.
+        let old: TaskExit = serde_json::from_str(
+            r#"{"at":1700000000,"job_id":"7","step_id":"0","task_id":3,"exit_code":1}"#,
+        )
+        .unwrap();
+        assert_eq!(old.at_ms, None);
+        assert_eq!(old.time_ms(), 1_700_000_000_000);
+        let new = TaskExit {
+            at_ms: Some(1_700_000_000_123),
+            ..old.clone()
+        };
+        assert_eq!(new.time_ms(), 1_700_000_000_123);
+        assert!(!serde_json::to_string(&old).unwrap().contains("at_ms"));
+    }
+
+    #[test]
+    fn task_exit_records_carry_milliseconds_and_read_old_exports() {
+        let rec = Record {
+            seq: 1,
+            epoch: "e1".into(),
+            node: "node1".into(),
+            at: 1_700_000_000,
+            body: Body::TaskExit {
+                job_id: "7".into(),
+                step_id: "0".into(),
+                task_id: 3,
+                exit_code: None,
+                signal: Some(9),
+                at_ms: Some(1_700_000_000_042),
+            },
+        };
+        let line = serde_json::to_string(&rec).unwrap();
+        assert!(line.contains(r#""at_ms":1700000000042"#), "{line}");
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), rec);
+        let old: Record = serde_json::from_str(
+            r#"{"seq":1,"epoch":"e1","node":"node1","at":1700000000,"kind":"task_exit","job_id":"7","step_id":"0","task_id":3,"signal":9}"#,
+        )
+        .unwrap();
+        assert!(matches!(old.body, Body::TaskExit { at_ms: None, .. }));
     }
 }

@@ -19,10 +19,16 @@ const NODE: &[(&str, &str)] = &[
     ),
 ];
 
-const LEMON: &[(&str, &str)] = &[(
-    "0001_history.sql",
-    include_str!("../migrations/lemon/0001_history.sql"),
-)];
+const LEMON: &[(&str, &str)] = &[
+    (
+        "0001_history.sql",
+        include_str!("../migrations/lemon/0001_history.sql"),
+    ),
+    (
+        "0002_task_exit_ms.sql",
+        include_str!("../migrations/lemon/0002_task_exit_ms.sql"),
+    ),
+];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {
     match schema {
@@ -73,4 +79,41 @@ pub(crate) fn apply(conn: &Connection, path: &Path, schema: Schema) -> Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_lemon_database_of_version_1_gains_task_exit_milliseconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lemon.db");
+        {
+            // As the first release left it, with one task exit in seconds.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(LEMON[0].1).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO nodes(id, name) VALUES (1, 'n1');
+                 INSERT INTO health(node, epoch, seq, at, kind, job_id, signal)
+                 VALUES (1, 'e', 1, 1000, 'task_exit', '7', 9);",
+            )
+            .unwrap();
+        }
+        let conn = crate::open(&path, Schema::Lemon, Duration::from_secs(1)).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, LEMON.len() as i64);
+        let (at_ms, ms): (Option<i64>, i64) = conn
+            .query_row(
+                "SELECT at_ms, coalesce(at_ms, at * 1000) FROM health",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((at_ms, ms), (None, 1_000_000));
+    }
 }

@@ -124,23 +124,23 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
     ] {
         assert!(r(file).is_file(), "{file} missing from the packages");
     }
-    let plugin = std::fs::read_dir(r("/usr/lib"))
+    let plugin_dir = std::fs::read_dir(r("/usr/lib"))
         .unwrap()
         .flatten()
-        .map(|e| e.path().join("slurm-wlm/lemonade_spank.so"))
-        .find(|p| p.is_file())
+        .map(|e| e.path().join("slurm-wlm"))
+        .find(|p| p.join("lemonade_spank.so").is_file())
         .expect("the SPANK plugin in Slurm's plugin directory");
+    assert!(
+        plugin_dir.join("lemonade_spank_prolog.so").is_file(),
+        "the job-prolog plugin is missing beside lemonade_spank.so"
+    );
 
     // The plugin, as installed, in a real cluster.
-    let prolog = r("/usr/bin/lemonade-prolog");
-    let epilog = r("/usr/bin/lemonade-epilog");
     let c = Cluster::start(ClusterOptions {
         nodes: 2,
         plugstack: vec![format!(
-            "required {} default=quick allow_off=no prolog={} epilog={} timeout=60",
-            plugin.display(),
-            prolog.display(),
-            epilog.display()
+            "required {} default=quick allow_off=no",
+            plugin_dir.join("lemonade_spank.so").display()
         )],
         ..ClusterOptions::default()
     })

@@ -436,6 +436,34 @@ impl Cluster {
         Ok(out.trim().split(';').next().unwrap_or("").to_string())
     }
 
+    /// One field of `scontrol show job -o` (`JobState`, `NodeList`,
+    /// `Restarts`, ...); empty when the job or the field is unknown.
+    pub fn job_field(&self, job: &str, key: &str) -> String {
+        let out = self
+            .run("scontrol", &["show", "job", "-o", job])
+            .unwrap_or_default();
+        let prefix = format!("{key}=");
+        out.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(prefix.as_str()))
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// Waits until `job` is COMPLETED; true when it is within `limit`. A
+    /// requeued job waits out a `BeginTime` of about two minutes: it is told
+    /// to start now.
+    pub fn wait_job_completed(&self, job: &str, limit: Duration) -> bool {
+        self.wait_until(limit, || {
+            if self.job_field(job, "Reason") == "BeginTime" {
+                let _ = self.run(
+                    "scontrol",
+                    &["update", &format!("JobId={job}"), "StartTime=now"],
+                );
+            }
+            self.job_field(job, "JobState") == "COMPLETED"
+        })
+    }
+
     /// Polls `done` every 200 ms until it holds or `limit` passes.
     pub fn wait_until(&self, limit: Duration, mut done: impl FnMut() -> bool) -> bool {
         let until = Instant::now() + limit;

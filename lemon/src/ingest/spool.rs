@@ -70,8 +70,8 @@ pub fn ingest_records(
     {
         let mut ins = tx.prepare_cached(
             "INSERT OR IGNORE INTO health(node, epoch, seq, at, kind, check_name, entity, code,
-                 severity, job_id, step_id, task_id, exit_code, signal, detail)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 severity, job_id, step_id, task_id, exit_code, signal, detail, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?;
         for r in records {
             last = Some((r.epoch.clone(), r.seq as i64));
@@ -103,7 +103,8 @@ pub fn ingest_records(
                 f.task_id,
                 f.exit_code,
                 f.signal,
-                f.detail
+                f.detail,
+                f.at_ms
             ])? as u64;
         }
     }
@@ -132,6 +133,8 @@ struct Flat<'a> {
     exit_code: Option<i32>,
     signal: Option<i32>,
     detail: Option<&'a str>,
+    /// Unix milliseconds of a task exit, when the node sent them.
+    at_ms: Option<i64>,
 }
 
 impl<'a> Flat<'a> {
@@ -192,6 +195,7 @@ impl<'a> Flat<'a> {
                 task_id,
                 exit_code,
                 signal,
+                at_ms,
             } => Flat {
                 kind: "task_exit",
                 job_id: Some(job_id),
@@ -199,6 +203,7 @@ impl<'a> Flat<'a> {
                 task_id: Some(*task_id),
                 exit_code: *exit_code,
                 signal: *signal,
+                at_ms: *at_ms,
                 ..Flat::default()
             },
             Body::StateChange { action, reason } => Flat {
@@ -246,5 +251,34 @@ mod tests {
             .query_row("SELECT count(*) FROM health", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 4);
+    }
+
+    #[test]
+    fn task_exits_keep_their_milliseconds_when_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("spool");
+        let mut conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let exit = |seq: u64, at_ms: Option<i64>| Record {
+            body: Body::TaskExit {
+                job_id: "7".into(),
+                step_id: "0".into(),
+                task_id: seq as u32,
+                exit_code: Some(1),
+                signal: None,
+                at_ms,
+            },
+            ..rec(seq, "a")
+        };
+        let records = [rec(1, "a"), exit(2, Some(1_002_345)), exit(3, None)];
+        lemonade_spool::write(&spool, "gpu001", &records, 1 << 20).unwrap();
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 3);
+        let rows: Vec<(i64, Option<i64>)> = conn
+            .prepare("SELECT seq, at_ms FROM health ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows, [(1, None), (2, Some(1_002_345)), (3, None)]);
     }
 }

@@ -55,7 +55,7 @@ fn main() {
     let plugin = bins.join("liblemonade_spank.so");
     heading("Starting a local Slurm cluster: munge, MariaDB, slurmdbd, slurmctld, node1-4");
     let started = Instant::now();
-    let cluster = match Cluster::start(options(&bins, &plugin)) {
+    let cluster = match Cluster::start(options(&plugin)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("demo: the cluster did not start: {e}");
@@ -98,7 +98,7 @@ fn cluster_conf(stop_script: &Path) -> PathBuf {
         .join("etc/slurm.conf")
 }
 
-fn options(bins: &Path, plugin: &Path) -> ClusterOptions {
+fn options(plugin: &Path) -> ClusterOptions {
     let mut options = ClusterOptions {
         nodes: 4,
         health_check_interval: Some(5),
@@ -109,12 +109,9 @@ fn options(bins: &Path, plugin: &Path) -> ClusterOptions {
         ..ClusterOptions::default()
     };
     if plugin.exists() {
-        options.plugstack = vec![format!(
-            "optional {} default=quick prolog={} epilog={} timeout=60",
-            plugin.display(),
-            bins.join("lemonade-prolog").display(),
-            bins.join("lemonade-epilog").display(),
-        )];
+        // The checks around jobs are slurm.conf's Prolog/Epilog above; the
+        // plugin hands them each job's --health-check.
+        options.plugstack = vec![format!("optional {} default=quick", plugin.display())];
     }
     options
 }
