@@ -10,8 +10,8 @@ use lemonade_spool::{Body, Record, TaskExit};
 use lemonade_sql::node::NodeStore;
 use lemonade_sql::node_jobs;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -51,6 +51,25 @@ pub fn bodies_of_run(report: &RunReport, changes: &[StateChange]) -> Vec<Body> {
     out
 }
 
+/// When the SPANK plugin's task-exit file is set aside for a new one.
+///
+/// The plugin appends without a lock (it must never make a task wait), so
+/// the file is never truncated under it: once every line is exported and
+/// the file is past `bytes`, it is renamed to `task-exits.jsonl.<length>`.
+/// A task that opened it just before the rename still writes there; such
+/// late lines are exported from that offset once the file has been quiet
+/// for `quiet`, and then the file is removed.
+#[derive(Debug, Clone, Copy)]
+struct Rotation {
+    bytes: u64,
+    quiet: Duration,
+}
+
+const ROTATION: Rotation = Rotation {
+    bytes: 1 << 20,
+    quiet: Duration::from_secs(10),
+};
+
 /// Appends `bodies` (and any new task exits) to the node's export. Does
 /// nothing when `[spool] dir` is unset. Returns the number of records written.
 pub fn export(
@@ -58,6 +77,16 @@ pub fn export(
     node: &str,
     at: i64,
     bodies: Vec<Body>,
+) -> Result<usize, ExportError> {
+    export_rotating(config, node, at, bodies, ROTATION)
+}
+
+fn export_rotating(
+    config: &Config,
+    node: &str,
+    at: i64,
+    bodies: Vec<Body>,
+    rotation: Rotation,
 ) -> Result<usize, ExportError> {
     let Some(dir) = &config.spool.dir else {
         return Ok(0);
@@ -71,7 +100,17 @@ pub fn export(
         std::process::id()
     );
     let mut state = node_jobs::spool_state(conn, path, &epoch, at)?;
-    let (exits, offset) = read_task_exits(&config.store.task_exits_path(), state.task_exits_offset);
+    let exits_path = config.store.task_exits_path();
+    let set_aside = quiet_set_aside_files(&exits_path, rotation.quiet);
+    let mut exits = Vec::new();
+    for (file, from) in &set_aside {
+        exits.extend(read_task_exits(file, *from).0);
+    }
+    let (new_exits, mut offset) = read_task_exits(&exits_path, state.task_exits_offset);
+    exits.extend(new_exits);
+    if set_aside_if_done(&exits_path, offset, rotation.bytes) {
+        offset = 0;
+    }
     let mut timed: Vec<(i64, Body)> = bodies.into_iter().map(|b| (at, b)).collect();
     timed.extend(exits.into_iter().map(|e| {
         (
@@ -87,7 +126,7 @@ pub fn export(
             },
         )
     }));
-    if timed.is_empty() && offset == state.task_exits_offset {
+    if timed.is_empty() && offset == state.task_exits_offset && set_aside.is_empty() {
         return Ok(0);
     }
     let records: Vec<Record> = timed
@@ -101,12 +140,58 @@ pub fn export(
             body,
         })
         .collect();
-    lemonade_spool::write(dir, node, &records, config.spool.max_bytes)?;
+    if !records.is_empty() {
+        lemonade_spool::write(dir, node, &records, config.spool.max_bytes)?;
+    }
     state.next_seq += records.len() as u64;
     state.exported_until = at;
     state.task_exits_offset = offset;
     node_jobs::save_spool_state(conn, path, &state)?;
+    for (file, _) in set_aside {
+        let _ = std::fs::remove_file(file);
+    }
     Ok(records.len())
+}
+
+/// Renames the task-exit file to `<name>.<offset>` when all of it is
+/// exported and it is past `max_bytes`; true when it did.
+fn set_aside_if_done(path: &Path, offset: u64, max_bytes: u64) -> bool {
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if len != offset || len <= max_bytes {
+        return false;
+    }
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(format!(".{len}"));
+    std::fs::rename(path, aside).is_ok()
+}
+
+/// Set-aside task-exit files untouched for `quiet`, with the offset their
+/// late lines start at (the number in their name).
+fn quiet_set_aside_files(path: &Path, quiet: Duration) -> Vec<(PathBuf, u64)> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Vec::new();
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let now = SystemTime::now();
+    let mut files: Vec<(PathBuf, u64)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let offset = e
+                .file_name()
+                .to_str()?
+                .strip_prefix(&prefix)?
+                .parse::<u64>()
+                .ok()?;
+            let modified = e.metadata().ok()?.modified().ok()?;
+            let idle = now.duration_since(modified).unwrap_or_default();
+            (idle >= quiet).then(|| (e.path(), offset))
+        })
+        .collect();
+    files.sort();
+    files
 }
 
 /// Complete lines of the task-exits file after `offset`, and the new offset.
@@ -184,6 +269,96 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    fn exit(task_id: u32) -> TaskExit {
+        TaskExit {
+            at: 5,
+            job_id: "9".into(),
+            step_id: "0".into(),
+            task_id,
+            exit_code: Some(0),
+            signal: None,
+            at_ms: Some(5_000),
+        }
+    }
+
+    fn exported_task_ids(config: &Config) -> Vec<u32> {
+        let (records, _) = lemonade_spool::read(&lemonade_spool::node_file(
+            config.spool.dir.as_ref().unwrap(),
+            "node1",
+        ))
+        .unwrap();
+        records
+            .iter()
+            .filter_map(|r| match r.body {
+                Body::TaskExit { task_id, .. } => Some(task_id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_large_exported_task_exit_file_is_set_aside_and_late_lines_still_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.store.path = dir.path().join("state/node.db");
+        config.spool.dir = Some(dir.path().join("spool"));
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let path = config.store.task_exits_path();
+        let small = Rotation {
+            bytes: 100,
+            quiet: Duration::ZERO,
+        };
+        for task in 0..3 {
+            lemonade_spool::append_task_exit(&path, &exit(task)).unwrap();
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len > small.bytes);
+
+        assert_eq!(
+            export_rotating(&config, "node1", 10, vec![], small).unwrap(),
+            3
+        );
+        let aside = PathBuf::from(format!("{}.{len}", path.display()));
+        assert!(
+            !path.exists() && aside.exists(),
+            "set aside as {}",
+            aside.display()
+        );
+        // A task that opened the file before the rename writes there late;
+        // the plugin's next task starts a new file.
+        lemonade_spool::append_task_exit(&aside, &exit(3)).unwrap();
+        lemonade_spool::append_task_exit(&path, &exit(4)).unwrap();
+
+        assert_eq!(
+            export_rotating(&config, "node1", 11, vec![], small).unwrap(),
+            2
+        );
+        assert!(!aside.exists(), "the set-aside file is removed once read");
+        assert_eq!(
+            export_rotating(&config, "node1", 12, vec![], small).unwrap(),
+            0
+        );
+        assert_eq!(exported_task_ids(&config), [0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_file_still_being_written_or_small_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("task-exits.jsonl");
+        lemonade_spool::append_task_exit(&path, &exit(0)).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(!set_aside_if_done(&path, len - 1, 10), "not all exported");
+        assert!(!set_aside_if_done(&path, len, len), "not past the size");
+        assert!(set_aside_if_done(&path, len, 10));
+        // A set-aside file written to just now is left for a later run.
+        let quiet = Duration::from_secs(3600);
+        assert!(quiet_set_aside_files(&path, quiet).is_empty());
+        assert_eq!(
+            quiet_set_aside_files(&path, Duration::ZERO),
+            [(PathBuf::from(format!("{}.{len}", path.display())), len)]
+        );
     }
 
     #[test]

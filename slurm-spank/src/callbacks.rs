@@ -14,7 +14,7 @@ use crate::choice::Choice;
 use crate::ffi::{self, spank_t};
 use crate::settings::Settings;
 use crate::{log, status, task};
-use lemonade_config::StoreSettings;
+use lemonade_config::Config;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
@@ -31,8 +31,8 @@ static CHOSEN: Mutex<Option<Choice>> = Mutex::new(None);
 static STEP: Mutex<Option<Step>> = Mutex::new(None);
 
 struct Step {
-    /// Where this node's task exits go.
-    task_exits: std::path::PathBuf,
+    /// Where this node's task exits go; none when `[spool] dir` is unset.
+    task_exits: Option<std::path::PathBuf>,
     /// The last check's result; none before the first run.
     health: Option<status::NodeHealth>,
 }
@@ -122,9 +122,14 @@ pub unsafe extern "C" fn slurm_spank_init(
             register_option(sp, &settings)?;
         }
         if context == ffi::spank_context_S_CTX_REMOTE {
-            *lock(&STEP) = node_store(&settings, step_node_name(sp)).map(|store| Step {
-                task_exits: store.task_exits_path(),
-                health: std::fs::read_to_string(store.status_path())
+            *lock(&STEP) = node_config(&settings, step_node_name(sp)).map(|config| Step {
+                // Without a spool nothing would ever read them.
+                task_exits: config
+                    .spool
+                    .dir
+                    .is_some()
+                    .then(|| config.store.task_exits_path()),
+                health: std::fs::read_to_string(config.store.status_path())
                     .ok()
                     .as_deref()
                     .and_then(status::parse),
@@ -216,9 +221,9 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
 /// The node's store settings (for its state directory). A config that
 /// cannot be read leaves none: the plugin then writes nowhere rather than
 /// into a directory the site did not choose, and the job runs as usual.
-pub(crate) fn node_store(settings: &Settings, node: Option<String>) -> Option<StoreSettings> {
+pub(crate) fn node_config(settings: &Settings, node: Option<String>) -> Option<Config> {
     match lemonade_config::load(&settings.config, node.as_deref()) {
-        Ok(config) => Some(config.store),
+        Ok(config) => Some(config),
         Err(e) => {
             log::error(&format!(
                 "{e}; no task-exit records or job markers on this node"
@@ -313,8 +318,11 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
     _argv: *mut *mut c_char,
 ) -> c_int {
     guard("task_exit", -1, || {
-        // None: the config was unreadable, which init has logged once.
-        let Some(path) = lock(&STEP).as_ref().map(|step| step.task_exits.clone()) else {
+        // None: no spool, or the config was unreadable (which init has logged once).
+        let Some(path) = lock(&STEP)
+            .as_ref()
+            .and_then(|step| step.task_exits.clone())
+        else {
             return Ok(0);
         };
         let job = item_u32(sp, ffi::spank_item_S_JOB_ID, "the job id")?;

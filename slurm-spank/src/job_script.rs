@@ -9,7 +9,7 @@
 //! slurm.conf get the same checks from the default plugin, which hands the
 //! job's choice to those programs through the job control environment.
 
-use crate::callbacks::{guard, item_u32, node_store, parse_settings, plugin_args};
+use crate::callbacks::{guard, item_u32, node_config, parse_settings, plugin_args};
 use crate::callbacks::{OPTIONAL_ARGUMENT, OPTION_ARGINFO, OPTION_NAME};
 use crate::choice::Choice;
 use crate::exec::{self, Outcome};
@@ -66,8 +66,8 @@ unsafe fn job_script(sp: spank_t, args: &[String], phase: Phase) -> Result<c_int
     let node = std::env::var("SLURMD_NODENAME")
         .ok()
         .filter(|n| !n.is_empty());
-    if let Some(store) = node_store(&settings, node) {
-        let marker = store.spank_marker_path(&job_id);
+    if let Some(config) = node_config(&settings, node) {
+        let marker = config.store.spank_marker_path(&job_id);
         match phase {
             Phase::Prolog => write_marker(&marker, choice),
             Phase::Epilog => prune_markers(&marker),

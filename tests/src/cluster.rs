@@ -25,6 +25,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -143,15 +144,40 @@ fn find_program(names: &[&str]) -> Result<PathBuf, StartError> {
     )))
 }
 
-/// Free TCP ports on 127.0.0.1, held open together so they are distinct.
+/// Ports our clusters use: below Linux's ephemeral range (32768 and up),
+/// so that neither `bind(0)` nor an outgoing connection (srun, sacct, the
+/// other clusters a test binary runs at once) takes one between our choice
+/// and the daemon's bind, which failed cluster starts now and then.
+const PORTS: std::ops::Range<u32> = 20_000..32_000;
+/// The next candidate port of this process; starts at a place of its own.
+static NEXT_PORT: AtomicU32 = AtomicU32::new(0);
+
+/// `n` distinct TCP ports free on 127.0.0.1, never handed out twice by this
+/// process.
 fn free_ports(n: usize) -> io::Result<Vec<u16>> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<io::Result<_>>()?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
+    let span = PORTS.end - PORTS.start;
+    let _ = NEXT_PORT.compare_exchange(
+        0,
+        std::process::id().wrapping_mul(97) % span + 1,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    let mut ports = Vec::with_capacity(n);
+    for _ in 0..span {
+        if ports.len() == n {
+            break;
+        }
+        let port = (PORTS.start + NEXT_PORT.fetch_add(1, Ordering::SeqCst) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            ports.push(port);
+        }
+    }
+    if ports.len() < n {
+        return Err(io::Error::other(format!(
+            "fewer than {n} free ports in {PORTS:?} on 127.0.0.1"
+        )));
+    }
+    Ok(ports)
 }
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
