@@ -23,6 +23,7 @@ mod lemon;
 mod load;
 mod node;
 mod severity;
+pub mod spank;
 mod xid;
 
 pub use checks::*;

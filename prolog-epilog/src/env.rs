@@ -21,6 +21,8 @@ pub struct SlurmEnv {
     /// the SPANK plugin in the command that created the job and handed over
     /// through the job control environment.
     pub job_choice: Option<String>,
+    /// The slurm.conf slurmd uses (`SLURM_CONF`, set for prologs since 20.11).
+    pub slurm_conf: Option<String>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -39,6 +41,7 @@ impl SlurmEnv {
             trigger: var("LEMONADE_TRIGGER"),
             profile: var("LEMONADE_PROFILE"),
             job_choice: var("SPANK_LEMONADE_HEALTH_CHECK"),
+            slurm_conf: var("SLURM_CONF"),
         }
     }
 

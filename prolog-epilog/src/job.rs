@@ -9,6 +9,7 @@ use healthcheck::policy::entry::run_apply_export;
 use healthcheck::policy::Outcome;
 use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
+use lemonade_config::spank::{self, Choice, Settings};
 use lemonade_config::Config;
 use lemonade_spool::Body;
 use lemonade_sql::node::NodeStore;
@@ -128,7 +129,7 @@ fn run(
         }
     }
     let profile = match phase {
-        Phase::Prolog => match prolog_choice(env) {
+        Phase::Prolog => match prolog_choice(env, || node_spank_settings(env)) {
             Some(profile) => profile,
             None => {
                 // The user said `--health-check=off` and the site allowed it.
@@ -196,21 +197,56 @@ fn run(
     u8::from(phase == Phase::Prolog && took_out)
 }
 
-/// The prolog's profile: the SPANK plugin's when it runs us, else the job's
-/// `--health-check` from the job control environment; `None` for `off`.
-/// Without either (no plugin, a job submitted through the REST API), the
-/// quick checks.
-fn prolog_choice(env: &SlurmEnv) -> Option<Profile> {
-    let asked = if env.from_spank() {
-        env.profile.as_deref()
-    } else {
-        env.job_choice.as_deref()
-    };
-    match asked.map(str::trim) {
-        Some("full") => Some(Profile::Full),
-        Some("off") => None,
-        _ => Some(Profile::Quick),
+/// The prolog's profile, `None` for `off`.
+///
+/// Run by `lemonade_spank_prolog.so`: the profile it chose. Run by slurm.conf:
+/// the job's `--health-check` as the submitting command resolved it, judged
+/// again under this node's plugstack line (`node`, read only when needed):
+/// its `default` for jobs without a choice (submitted where the plugin is not
+/// loaded, or through slurmrestd), and `off` only where it says
+/// `allow_off=yes`. Without a line to judge by, `off` is not honoured and the
+/// default is the quick profile: a missing check costs more than a quick one.
+fn prolog_choice(env: &SlurmEnv, node: impl FnOnce() -> Option<Settings>) -> Option<Profile> {
+    if env.from_spank() {
+        return match env.profile.as_deref() {
+            Some("full") => Some(Profile::Full),
+            _ => Some(Profile::Quick),
+        };
     }
+    let asked: Option<Choice> = env.job_choice.as_deref().and_then(|c| c.parse().ok());
+    let choice = match asked {
+        Some(Choice::Quick) | Some(Choice::Full) => asked,
+        Some(Choice::Off) | None => node()
+            .and_then(|site| site.resolve(asked).ok().or(Some(site.default)))
+            .or(asked.filter(|c| *c != Choice::Off)),
+    };
+    match choice.unwrap_or(Choice::Quick) {
+        Choice::Quick => Some(Profile::Quick),
+        Choice::Full => Some(Profile::Full),
+        Choice::Off => None,
+    }
+}
+
+/// The arguments on this node's plugstack.conf line of our plugin, if any.
+/// Trouble reading it is reported and counts as no line.
+fn node_spank_settings(env: &SlurmEnv) -> Option<Settings> {
+    // Run by hand, outside Slurm: the usual place, if there is one.
+    let slurm_conf = match &env.slurm_conf {
+        Some(path) => PathBuf::from(path),
+        None => Some(PathBuf::from("/etc/slurm/slurm.conf")).filter(|p| p.exists())?,
+    };
+    let found = spank::plugin_args(&slurm_conf)
+        .map_err(|e| e.to_string())
+        .and_then(|args| match args {
+            Some(args) => Settings::parse(args.iter().map(String::as_str))
+                .map(Some)
+                .map_err(|e| format!("plugstack.conf: our plugin's line: {e}")),
+            None => Ok(None),
+        });
+    found.unwrap_or_else(|e| {
+        eprintln!("lemonade-prolog: {e}; judging --health-check without it");
+        None
+    })
 }
 
 /// Writes the job's start or end to the node database; returns its export record.
@@ -259,30 +295,74 @@ mod tests {
         }
     }
 
+    fn site(args: &[&str]) -> Option<Settings> {
+        Some(Settings::parse(args.iter().copied()).unwrap())
+    }
+
     #[test]
     fn the_jobs_choice_picks_the_prolog_profile() {
-        assert_eq!(prolog_choice(&env(None, None, None)), Some(Profile::Quick));
+        let lenient = || site(&["allow_off=yes"]);
+        let choice = |c: Option<&str>| prolog_choice(&env(None, None, c), lenient);
+        assert_eq!(choice(None), Some(Profile::Quick));
+        assert_eq!(choice(Some("quick")), Some(Profile::Quick));
+        assert_eq!(choice(Some("full")), Some(Profile::Full));
+        assert_eq!(choice(Some("off")), None);
+        // Anything else is not ours to guess at: the node's default.
+        assert_eq!(choice(Some("bogus")), Some(Profile::Quick));
+    }
+
+    #[test]
+    fn the_nodes_plugstack_line_judges_off_and_gives_the_default() {
+        let e = |c: Option<&str>| env(None, None, c);
+        // allow_off=no on the node: off from a client that thought otherwise
+        // gets the node's default.
+        let strict = || site(&["default=full", "allow_off=no"]);
+        assert_eq!(prolog_choice(&e(Some("off")), strict), Some(Profile::Full));
+        assert_eq!(prolog_choice(&e(None), strict), Some(Profile::Full));
         assert_eq!(
-            prolog_choice(&env(None, None, Some("quick"))),
+            prolog_choice(&e(Some("quick")), strict),
             Some(Profile::Quick)
         );
+        // No line found: off is not honoured, the default is quick.
         assert_eq!(
-            prolog_choice(&env(None, None, Some("full"))),
+            prolog_choice(&e(Some("off")), || None),
+            Some(Profile::Quick)
+        );
+        assert_eq!(prolog_choice(&e(None), || None), Some(Profile::Quick));
+        assert_eq!(
+            prolog_choice(&e(Some("full")), || None),
             Some(Profile::Full)
-        );
-        assert_eq!(prolog_choice(&env(None, None, Some("off"))), None);
-        // Anything else is not ours to guess at: the quick checks.
-        assert_eq!(
-            prolog_choice(&env(None, None, Some("bogus"))),
-            Some(Profile::Quick)
         );
     }
 
     #[test]
     fn run_by_the_plugin_its_profile_wins() {
         let e = env(Some("spank"), Some("full"), Some("quick"));
-        assert_eq!(prolog_choice(&e), Some(Profile::Full));
+        assert_eq!(prolog_choice(&e, || None), Some(Profile::Full));
         let e = env(Some("spank"), Some("quick"), Some("full"));
-        assert_eq!(prolog_choice(&e), Some(Profile::Quick));
+        assert_eq!(prolog_choice(&e, || None), Some(Profile::Quick));
+    }
+
+    #[test]
+    fn the_line_is_found_from_slurm_conf() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, "ClusterName=x\n").unwrap();
+        std::fs::write(
+            dir.path().join("plugstack.conf"),
+            "required /x/lemonade_spank.so default=full allow_off=yes\n",
+        )
+        .unwrap();
+        let mut e = env(None, None, None);
+        e.slurm_conf = Some(conf.display().to_string());
+        let found = node_spank_settings(&e).unwrap();
+        assert_eq!((found.default, found.allow_off), (Choice::Full, true));
+        // A typo on the line is reported and counts as no line.
+        std::fs::write(
+            dir.path().join("plugstack.conf"),
+            "required /x/lemonade_spank.so alow_off=yes\n",
+        )
+        .unwrap();
+        assert!(node_spank_settings(&e).is_none());
     }
 }

@@ -10,10 +10,9 @@
 //! the job run: only the program saying "unhealthy" (a non-zero exit) fails
 //! the callback, exactly as Slurm treats that program in slurm.conf.
 
-use crate::choice::Choice;
 use crate::ffi::{self, spank_t};
-use crate::settings::Settings;
 use crate::{log, status, task};
+use lemonade_config::spank::{Choice, Settings};
 use lemonade_config::Config;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -11,11 +11,10 @@
 
 use crate::callbacks::{guard, item_u32, node_config, parse_settings, plugin_args};
 use crate::callbacks::{OPTIONAL_ARGUMENT, OPTION_ARGINFO, OPTION_NAME};
-use crate::choice::Choice;
 use crate::exec::{self, Outcome};
 use crate::ffi::{self, spank_t};
 use crate::log;
-use crate::settings::Settings;
+use lemonade_config::spank::{Choice, Settings};
 use std::ffi::{c_char, c_int, CStr};
 use std::path::Path;
 use std::time::{Duration, SystemTime};

@@ -4,7 +4,7 @@
 //!
 //! * `--health-check[=quick|full|off]` for `srun`, `sbatch` and `salloc`;
 //!   the site's default and whether `off` is allowed come from the
-//!   plugstack.conf arguments ([`settings`]). The job's choice reaches
+//!   plugstack.conf arguments (`lemonade_config::spank::Settings`). The job's choice reaches
 //!   slurm.conf's `lemonade-prolog`/`-epilog` through the job control
 //!   environment (`SPANK_LEMONADE_HEALTH_CHECK`).
 //! * Task exits: one line per task appended to the node's task-exit file,
@@ -24,9 +24,7 @@
 // The callbacks are the only users of some items, and they are not built for tests.
 #![cfg_attr(test, allow(dead_code))]
 
-mod choice;
 mod exec;
-mod settings;
 mod status;
 mod task;
 

@@ -290,6 +290,37 @@ fn the_jobs_choice_reaches_lemonade_prolog_on_every_node() {
         runs_after_epilog(&c, "node3", &off),
         pairs(&[("epilog", "epilog")])
     );
+
+    // A job that brings `off` from a client whose plugstack line allowed it,
+    // to nodes whose line does not: lemonade-prolog judges by the node's
+    // line and runs its default.
+    let held = c
+        .sbatch(&[
+            "-N1",
+            "-w",
+            "node1",
+            "--hold",
+            "--health-check=off",
+            "--wrap",
+            "true",
+        ])
+        .unwrap();
+    set_plugin_args(
+        &c,
+        &format!(
+            "default=full allow_off=no config={}",
+            c.config_path().display()
+        ),
+    );
+    c.run("scontrol", &["release", &held]).unwrap();
+    assert!(
+        c.wait_job_completed(&held, Duration::from_secs(60)),
+        "job {held}"
+    );
+    assert_eq!(
+        runs_after_epilog(&c, "node1", &held),
+        pairs(&[("epilog", "epilog"), ("prolog", "full")])
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! An argument the plugin does not know is an error that names it: a typo in
 //! `plugstack.conf` must not silently change what runs around every job.
 
-use crate::choice::Choice;
+use super::Choice;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ impl Default for Settings {
             allow_off: false,
             prolog: Some(PathBuf::from("/usr/bin/lemonade-prolog")),
             epilog: Some(PathBuf::from("/usr/bin/lemonade-epilog")),
-            config: PathBuf::from(lemonade_config::DEFAULT_PATH),
+            config: PathBuf::from(crate::DEFAULT_PATH),
             timeout: Duration::from_secs(60),
         }
     }

@@ -1,0 +1,12 @@
+//! The SPANK plugin's own configuration: the arguments on its
+//! `plugstack.conf` line ([`Settings`]), the user's `--health-check` value
+//! ([`Choice`]), and finding that line from slurm.conf ([`plugin_args`]), so
+//! that `lemonade-prolog` on a node applies the node's line too.
+
+mod args;
+mod choice;
+mod plugstack;
+
+pub use args::Settings;
+pub use choice::Choice;
+pub use plugstack::{plugin_args, PlugstackError};
