@@ -70,14 +70,23 @@ const ROTATION: Rotation = Rotation {
     quiet: Duration::from_secs(10),
 };
 
+/// What an export wrote, and what it could not.
+#[derive(Debug, Default, PartialEq)]
+pub struct Exported {
+    /// Records appended to the node's export.
+    pub records: usize,
+    /// Task-exit lines that could not be read, one message each.
+    pub malformed: Vec<String>,
+}
+
 /// Appends `bodies` (and any new task exits) to the node's export. Does
-/// nothing when `[spool] dir` is unset. Returns the number of records written.
+/// nothing when `[spool] dir` is unset.
 pub fn export(
     config: &Config,
     node: &str,
     at: i64,
     bodies: Vec<Body>,
-) -> Result<usize, ExportError> {
+) -> Result<Exported, ExportError> {
     export_rotating(config, node, at, bodies, ROTATION)
 }
 
@@ -87,9 +96,9 @@ fn export_rotating(
     at: i64,
     bodies: Vec<Body>,
     rotation: Rotation,
-) -> Result<usize, ExportError> {
+) -> Result<Exported, ExportError> {
     let Some(dir) = &config.spool.dir else {
-        return Ok(0);
+        return Ok(Exported::default());
     };
     let path = config.store.path.as_path();
     let store = NodeStore::open(path, Duration::from_millis(config.store.lock_wait_ms))?;
@@ -103,11 +112,16 @@ fn export_rotating(
     let exits_path = config.store.task_exits_path();
     let set_aside = quiet_set_aside_files(&exits_path, rotation.quiet);
     let mut exits = Vec::new();
+    let mut malformed = Vec::new();
     for (file, from) in &set_aside {
-        exits.extend(read_task_exits(file, *from).0);
+        let late = read_task_exits(file, *from);
+        exits.extend(late.exits);
+        malformed.extend(late.malformed);
     }
-    let (new_exits, mut offset) = read_task_exits(&exits_path, state.task_exits_offset);
-    exits.extend(new_exits);
+    let current = read_task_exits(&exits_path, state.task_exits_offset);
+    exits.extend(current.exits);
+    malformed.extend(current.malformed);
+    let mut offset = current.offset;
     if set_aside_if_done(&exits_path, offset, rotation.bytes) {
         offset = 0;
     }
@@ -127,7 +141,10 @@ fn export_rotating(
         )
     }));
     if timed.is_empty() && offset == state.task_exits_offset && set_aside.is_empty() {
-        return Ok(0);
+        return Ok(Exported {
+            records: 0,
+            malformed,
+        });
     }
     let records: Vec<Record> = timed
         .into_iter()
@@ -150,7 +167,10 @@ fn export_rotating(
     for (file, _) in set_aside {
         let _ = std::fs::remove_file(file);
     }
-    Ok(records.len())
+    Ok(Exported {
+        records: records.len(),
+        malformed,
+    })
 }
 
 /// Renames the task-exit file to `<name>.<offset>` when all of it is
@@ -194,36 +214,61 @@ fn quiet_set_aside_files(path: &Path, quiet: Duration) -> Vec<(PathBuf, u64)> {
     files
 }
 
+/// What one read of a task-exit file gave.
+#[derive(Debug, Default)]
+struct TaskExitsRead {
+    exits: Vec<TaskExit>,
+    /// Where the next read starts.
+    offset: u64,
+    /// Lines that are not task exits, named by file and byte offset.
+    malformed: Vec<String>,
+}
+
 /// Complete lines of the task-exits file after `offset`, and the new offset.
 /// A file shorter than the offset was rotated: read it from the start.
-/// Malformed lines are skipped (the plugin writes whole lines; a torn one is
-/// a crash we cannot repair).
-fn read_task_exits(path: &Path, offset: u64) -> (Vec<TaskExit>, u64) {
+/// The plugin writes whole lines; a malformed one (a torn write, a full
+/// disk) cannot be repaired and is reported rather than exported.
+fn read_task_exits(path: &Path, offset: u64) -> TaskExitsRead {
+    let unchanged = |offset| TaskExitsRead {
+        offset,
+        ..TaskExitsRead::default()
+    };
     let Ok(mut file) = std::fs::File::open(path) else {
-        return (Vec::new(), 0);
+        return unchanged(0);
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let start = if len < offset { 0 } else { offset };
     if file.seek(SeekFrom::Start(start)).is_err() {
-        return (Vec::new(), offset);
+        return unchanged(offset);
     }
     let mut bytes = Vec::new();
     if file.read_to_end(&mut bytes).is_err() {
-        return (Vec::new(), offset);
+        return unchanged(offset);
     }
     // A line still being written has no newline yet: leave it for next time.
     let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    let exits = bytes[..complete]
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .filter_map(|l| serde_json::from_slice(l).ok())
-        .collect();
-    (exits, start + complete as u64)
+    let mut read = unchanged(start + complete as u64);
+    let mut at = start;
+    for line in bytes[..complete].split(|b| *b == b'\n') {
+        if !line.is_empty() {
+            match serde_json::from_slice(line) {
+                Ok(exit) => read.exits.push(exit),
+                Err(e) => read.malformed.push(format!(
+                    "{}: byte {at}: not a task exit, skipped: {e}",
+                    path.display()
+                )),
+            }
+        }
+        at += line.len() as u64 + 1;
+    }
+    read
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::io::Write;
 
     #[test]
     fn exports_bodies_and_task_exits_once_with_growing_seq() {
@@ -246,13 +291,18 @@ mod tests {
             job_id: "9".into(),
             user: None,
         };
-        assert_eq!(export(&config, "node1", 10, vec![job.clone()]).unwrap(), 2);
         assert_eq!(
-            export(&config, "node1", 11, vec![]).unwrap(),
+            export(&config, "node1", 10, vec![job.clone()])
+                .unwrap()
+                .records,
+            2
+        );
+        assert_eq!(
+            export(&config, "node1", 11, vec![]).unwrap().records,
             0,
             "task exit taken once"
         );
-        assert_eq!(export(&config, "node1", 12, vec![job]).unwrap(), 1);
+        assert_eq!(export(&config, "node1", 12, vec![job]).unwrap().records, 1);
         let (records, errors) = lemonade_spool::read(&lemonade_spool::node_file(
             config.spool.dir.as_ref().unwrap(),
             "node1",
@@ -317,7 +367,9 @@ mod tests {
         assert!(len > small.bytes);
 
         assert_eq!(
-            export_rotating(&config, "node1", 10, vec![], small).unwrap(),
+            export_rotating(&config, "node1", 10, vec![], small)
+                .unwrap()
+                .records,
             3
         );
         let aside = PathBuf::from(format!("{}.{len}", path.display()));
@@ -332,12 +384,16 @@ mod tests {
         lemonade_spool::append_task_exit(&path, &exit(4)).unwrap();
 
         assert_eq!(
-            export_rotating(&config, "node1", 11, vec![], small).unwrap(),
+            export_rotating(&config, "node1", 11, vec![], small)
+                .unwrap()
+                .records,
             2
         );
         assert!(!aside.exists(), "the set-aside file is removed once read");
         assert_eq!(
-            export_rotating(&config, "node1", 12, vec![], small).unwrap(),
+            export_rotating(&config, "node1", 12, vec![], small)
+                .unwrap()
+                .records,
             0
         );
         assert_eq!(exported_task_ids(&config), [0, 1, 2, 3, 4]);
@@ -362,6 +418,34 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_line_is_reported_with_its_place_and_the_rest_exported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.store.path = dir.path().join("state/node.db");
+        config.spool.dir = Some(dir.path().join("spool"));
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let path = config.store.task_exits_path();
+        lemonade_spool::append_task_exit(&path, &exit(0)).unwrap();
+        let torn_at = std::fs::metadata(&path).unwrap().len();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"at\":5,\"job\n")
+            .unwrap();
+        lemonade_spool::append_task_exit(&path, &exit(2)).unwrap();
+        let out = export(&config, "node1", 10, vec![]).unwrap();
+        assert_eq!(out.records, 2);
+        assert_eq!(out.malformed.len(), 1, "{:?}", out.malformed);
+        assert!(
+            out.malformed[0].contains(&format!("task-exits.jsonl: byte {torn_at}:")),
+            "{}",
+            out.malformed[0]
+        );
+        assert_eq!(exported_task_ids(&config), [0, 2]);
+    }
+
+    #[test]
     fn task_exits_of_an_older_plugin_have_no_milliseconds() {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
@@ -376,7 +460,7 @@ mod tests {
             ),
         )
         .unwrap();
-        assert_eq!(export(&config, "node1", 10, vec![]).unwrap(), 1);
+        assert_eq!(export(&config, "node1", 10, vec![]).unwrap().records, 1);
         let (records, errors) = lemonade_spool::read(&lemonade_spool::node_file(
             config.spool.dir.as_ref().unwrap(),
             "node1",

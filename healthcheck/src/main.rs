@@ -164,8 +164,12 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         for line in &applied.policy.messages {
             eprintln!("{line}");
         }
-        if let Err(e) = &applied.exported {
-            eprintln!("healthcheck: spool export: {e}");
+        match &applied.exported {
+            Ok(exported) => exported
+                .malformed
+                .iter()
+                .for_each(|m| eprintln!("healthcheck: {m}")),
+            Err(e) => eprintln!("healthcheck: spool export: {e}"),
         }
         applied.report
     } else {

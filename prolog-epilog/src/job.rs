@@ -170,8 +170,12 @@ fn run(
     for line in &applied.policy.messages {
         eprintln!("{line}");
     }
-    if let Err(e) = &applied.exported {
-        eprintln!("healthcheck: spool export: {e}");
+    match &applied.exported {
+        Ok(exported) => exported
+            .malformed
+            .iter()
+            .for_each(|m| eprintln!("healthcheck: {m}")),
+        Err(e) => eprintln!("healthcheck: spool export: {e}"),
     }
     let took_out = applied
         .report

@@ -15,8 +15,8 @@ use std::sync::Arc;
 pub struct Applied {
     pub report: RunReport,
     pub policy: PolicyResult,
-    /// Records exported, or why not.
-    pub exported: Result<usize, String>,
+    /// What was exported, or why nothing was.
+    pub exported: Result<export::Exported, String>,
 }
 
 /// Runs, applies the policy (when the config could be read: a checker that
@@ -55,7 +55,7 @@ pub fn run_apply_export(
     let exported = if opts.record {
         export::export(&config, &opts.node, opts.now.timestamp(), bodies).map_err(|e| e.to_string())
     } else {
-        Ok(0)
+        Ok(export::Exported::default())
     };
     Ok(Applied {
         report,
