@@ -822,14 +822,21 @@ StorageLoc=slurm_acct_db
     fn start_mariadb(&self) -> Result<(), StartError> {
         let data = self.dir.join("mysql");
         let sock = self.dir.join("mysql.sock");
+        // Its own temporary directory: the bootstraps of clusters started at
+        // once otherwise collide on temporary table names in /tmp
+        // ("Unknown table 'mysql.tmp_user_sys'", aborting the start).
+        let tmp = self.dir.join("mysql-tmp");
+        std::fs::create_dir_all(&tmp)?;
         let install = find_program(&["mariadb-install-db", "mysql_install_db"])?;
         let out = Command::new(&install)
+            .env("TMPDIR", &tmp)
             .args([
                 "--no-defaults",
                 &format!("--datadir={}", data.display()),
                 "--user=root",
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
+                &format!("--tmpdir={}", tmp.display()),
             ])
             .stdin(Stdio::null())
             .output()?;
@@ -844,6 +851,7 @@ StorageLoc=slurm_acct_db
             "--no-defaults".to_string(),
             format!("--datadir={}", data.display()),
             format!("--socket={}", sock.display()),
+            format!("--tmpdir={}", tmp.display()),
             format!("--port={}", self.ports.mysql),
             "--bind-address=127.0.0.1".into(),
             "--user=root".into(),
