@@ -270,12 +270,19 @@ mod tests {
 
     use std::io::Write;
 
-    #[test]
-    fn exports_bodies_and_task_exits_once_with_growing_seq() {
+    /// A node config in a fresh directory: state directory made, spool set.
+    fn node_with_spool() -> (tempfile::TempDir, Config) {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
         config.store.path = dir.path().join("state/node.db");
         config.spool.dir = Some(dir.path().join("spool"));
+        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        (dir, config)
+    }
+
+    #[test]
+    fn exports_bodies_and_task_exits_once_with_growing_seq() {
+        let (_dir, config) = node_with_spool();
         let exit = TaskExit {
             at: 5,
             job_id: "9".into(),
@@ -285,7 +292,6 @@ mod tests {
             signal: None,
             at_ms: Some(5_678),
         };
-        std::fs::create_dir_all(dir.path().join("state")).unwrap();
         lemonade_spool::append_task_exit(&config.store.task_exits_path(), &exit).unwrap();
         let job = Body::JobStart {
             job_id: "9".into(),
@@ -350,11 +356,7 @@ mod tests {
 
     #[test]
     fn a_large_exported_task_exit_file_is_set_aside_and_late_lines_still_count() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.store.path = dir.path().join("state/node.db");
-        config.spool.dir = Some(dir.path().join("spool"));
-        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let (_dir, config) = node_with_spool();
         let path = config.store.task_exits_path();
         let small = Rotation {
             bytes: 100,
@@ -419,11 +421,7 @@ mod tests {
 
     #[test]
     fn a_malformed_line_is_reported_with_its_place_and_the_rest_exported() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.store.path = dir.path().join("state/node.db");
-        config.spool.dir = Some(dir.path().join("spool"));
-        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let (_dir, config) = node_with_spool();
         let path = config.store.task_exits_path();
         lemonade_spool::append_task_exit(&path, &exit(0)).unwrap();
         let torn_at = std::fs::metadata(&path).unwrap().len();
@@ -447,11 +445,7 @@ mod tests {
 
     #[test]
     fn task_exits_of_an_older_plugin_have_no_milliseconds() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.store.path = dir.path().join("state/node.db");
-        config.spool.dir = Some(dir.path().join("spool"));
-        std::fs::create_dir_all(dir.path().join("state")).unwrap();
+        let (_dir, config) = node_with_spool();
         std::fs::write(
             config.store.task_exits_path(),
             concat!(

@@ -91,15 +91,9 @@ fn full_runs_once_on_every_node_even_with_the_prolog_in_slurm_conf() {
     // Prolog=/Epilog= name lemonade-prolog/-epilog too: the site runs both.
     let c = start(3, true);
     set_plugin_args(&c, &site_args(&c));
-    let began = chrono_now();
 
     let job = c
-        .sbatch(&[
-            "-N3",
-            "--health-check=full",
-            "--wrap",
-            "srun sh -c 'echo $SLURMD_NODENAME ${LEMONADE_NODE_HEALTH:-unset} ${LEMONADE_LAST_CHECK:-unset}'",
-        ])
+        .sbatch(&["-N3", "--health-check=full", "--wrap", "srun true"])
         .unwrap();
     assert!(
         c.wait_job_completed(&job, Duration::from_secs(120)),
@@ -132,21 +126,6 @@ fn full_runs_once_on_every_node_even_with_the_prolog_in_slurm_conf() {
         assert!(
             !store(&c, node).spank_marker_path(&job).exists(),
             "{node}: lemonade-epilog left the marker"
-        );
-    }
-
-    // Every task saw the node's health as that prolog run left it.
-    let out = std::fs::read_to_string(c.dir().join(format!("job-{job}.out"))).unwrap();
-    let mut lines: Vec<&str> = out.lines().collect();
-    lines.sort();
-    assert_eq!(lines.len(), 3, "{out}");
-    for (line, node) in lines.iter().zip(c.nodes()) {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(words[..2], [node.as_str(), "ok"], "{out}");
-        let at: i64 = words[2].parse().unwrap_or_else(|_| panic!("{out}"));
-        assert!(
-            at >= began - 1,
-            "LEMONADE_LAST_CHECK {at} is older than the job"
         );
     }
 
@@ -185,13 +164,6 @@ fn full_runs_once_on_every_node_even_with_the_prolog_in_slurm_conf() {
         .map(|r| (r.trigger.as_str(), r.profile.as_str()))
         .collect();
     assert_eq!(summary, [("spank", "epilog")]);
-}
-
-fn chrono_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
 }
 
 #[test]
