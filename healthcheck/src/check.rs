@@ -73,6 +73,26 @@ pub struct CheckContext {
     pub shared: Arc<Shared>,
 }
 
+impl CheckContext {
+    /// One check's context outside a run (tests, replay tools): the full
+    /// profile, no previous state, no job, shared resources of its own.
+    pub fn standalone(
+        root: impl Into<std::path::PathBuf>,
+        config: Config,
+        now: DateTime<Utc>,
+    ) -> CheckContext {
+        CheckContext {
+            root: Arc::new(NodeRoot::new(root)),
+            config: Arc::new(config),
+            previous: None,
+            now,
+            profile: Profile::Full,
+            job: None,
+            shared: Arc::new(Shared::default()),
+        }
+    }
+}
+
 /// Resources initialised once per run and shared by the checks that need them.
 #[derive(Default)]
 pub struct Shared {

@@ -1,13 +1,11 @@
 //! The `ib` check on the fixture node: healthy, one overlay per fault,
 //! counter deltas across runs, excluded ports, config expectations.
 
-use healthcheck::check::{Check, CheckContext, Profile, Shared};
+use healthcheck::check::{Check, CheckContext};
 use healthcheck::checks::ib::Ib;
 use healthcheck::finding::Finding;
-use healthcheck::root::NodeRoot;
 use healthcheck::{Config, Severity};
 use lemonade_tests::fixture::{self, FixtureNode};
-use std::sync::Arc;
 
 const T0: i64 = 1_763_600_000;
 
@@ -22,13 +20,12 @@ fn run(
     now: i64,
 ) -> (Vec<Finding>, Option<serde_json::Value>) {
     let ctx = CheckContext {
-        root: Arc::new(NodeRoot::new(node.root())),
-        config: Arc::new(config.clone()),
         previous,
-        now: chrono::DateTime::from_timestamp(now, 0).unwrap(),
-        profile: Profile::Full,
-        job: None,
-        shared: Arc::new(Shared::default()),
+        ..CheckContext::standalone(
+            node.root(),
+            config.clone(),
+            chrono::DateTime::from_timestamp(now, 0).unwrap(),
+        )
     };
     let out = Ib.run(&ctx).expect("ib runs");
     (out.findings, out.state)

@@ -1,10 +1,9 @@
 //! The `mounts` check on the fixture node: healthy, one overlay per fault,
 //! the hung-mount deadline (a probe that never answers), snapshot replay.
 
-use healthcheck::check::{Check, CheckContext, CheckError, Profile, Shared};
+use healthcheck::check::{Check, CheckContext, CheckError};
 use healthcheck::checks::mounts::{Mounts, STATFS_FILE};
 use healthcheck::finding::Finding;
-use healthcheck::root::NodeRoot;
 use healthcheck::{Config, Severity};
 use lemonade_config::MountProbe;
 use lemonade_tests::fixture::{self, FixtureNode};
@@ -17,15 +16,7 @@ fn config() -> Config {
 }
 
 fn context(root: &Path, config: &Config) -> CheckContext {
-    CheckContext {
-        root: Arc::new(NodeRoot::new(root)),
-        config: Arc::new(config.clone()),
-        previous: None,
-        now: chrono::Utc::now(),
-        profile: Profile::Full,
-        job: None,
-        shared: Arc::new(Shared::default()),
-    }
+    CheckContext::standalone(root, config.clone(), chrono::Utc::now())
 }
 
 fn run(node: &FixtureNode, config: &Config) -> Vec<Finding> {

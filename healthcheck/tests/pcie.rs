@@ -1,13 +1,11 @@
 //! The `pcie` check on the fixture node: healthy, one overlay per fault, AER
 //! deltas across runs, config expectations, malformed sysfs values.
 
-use healthcheck::check::{Check, CheckContext, Profile, Shared};
+use healthcheck::check::{Check, CheckContext};
 use healthcheck::checks::pcie::Pcie;
 use healthcheck::finding::Finding;
-use healthcheck::root::NodeRoot;
 use healthcheck::{Config, Severity};
 use lemonade_tests::fixture::{self, FixtureNode};
-use std::sync::Arc;
 
 const T0: i64 = 1_763_600_000;
 const GPU0: &str = "/sys/bus/pci/devices/0000:18:00.0";
@@ -23,13 +21,12 @@ fn run(
     now: i64,
 ) -> (Vec<Finding>, Option<serde_json::Value>) {
     let ctx = CheckContext {
-        root: Arc::new(NodeRoot::new(node.root())),
-        config: Arc::new(config.clone()),
         previous,
-        now: chrono::DateTime::from_timestamp(now, 0).unwrap(),
-        profile: Profile::Full,
-        job: None,
-        shared: Arc::new(Shared::default()),
+        ..CheckContext::standalone(
+            node.root(),
+            config.clone(),
+            chrono::DateTime::from_timestamp(now, 0).unwrap(),
+        )
     };
     let out = Pcie.run(&ctx).expect("pcie runs");
     (out.findings, out.state)

@@ -2,17 +2,15 @@
 //! the cursor across runs and reboots, windows, catalog overrides, replay of
 //! a kernel log file and of a snapshot.
 
-use healthcheck::check::{Check, CheckContext, CheckError, CheckOutput, Profile, Shared};
+use healthcheck::check::{Check, CheckContext, CheckError, CheckOutput};
 use healthcheck::checks::xid::evaluate::XidState;
 use healthcheck::checks::xid::Xid;
 use healthcheck::finding::Finding;
-use healthcheck::root::NodeRoot;
 use healthcheck::{Action, Config, Severity};
 use lemonade_tests::fixture::{self, FixtureNode};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 
 /// Boot of every fixture node: 2026-11-20T00:00:00Z (`btime` in proc/stat).
 const BOOT: i64 = 1_795_132_800;
@@ -38,13 +36,12 @@ fn config() -> Config {
 
 fn context(node: &FixtureNode, config: &Config, previous: Option<Value>, now: i64) -> CheckContext {
     CheckContext {
-        root: Arc::new(NodeRoot::new(node.root())),
-        config: Arc::new(config.clone()),
         previous,
-        now: chrono::DateTime::from_timestamp(now, 0).unwrap(),
-        profile: Profile::Full,
-        job: None,
-        shared: Arc::new(Shared::default()),
+        ..CheckContext::standalone(
+            node.root(),
+            config.clone(),
+            chrono::DateTime::from_timestamp(now, 0).unwrap(),
+        )
     }
 }
 
@@ -541,15 +538,11 @@ fn a_kmsg_device_is_snapshotted_in_record_format_and_replays_as_a_file() {
         "/dev/kmsg is not readable: run the tests as root (scripts/test does)"
     );
     let config = Config::default();
-    let live = CheckContext {
-        root: Arc::new(NodeRoot::new("/")),
-        config: Arc::new(config.clone()),
-        previous: None,
-        now: chrono::DateTime::from_timestamp(NOW, 0).unwrap(),
-        profile: Profile::Full,
-        job: None,
-        shared: Arc::new(Shared::default()),
-    };
+    let live = CheckContext::standalone(
+        "/",
+        config.clone(),
+        chrono::DateTime::from_timestamp(NOW, 0).unwrap(),
+    );
     let files = Xid.snapshot_files(&live);
     assert_eq!(files.len(), 1);
     let (path, bytes) = &files[0];

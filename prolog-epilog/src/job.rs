@@ -219,10 +219,9 @@ fn prolog_choice(env: &SlurmEnv, node: impl FnOnce() -> Option<Settings>) -> Opt
     }
     let asked: Option<Choice> = env.job_choice.as_deref().and_then(|c| c.parse().ok());
     let choice = match asked {
-        Some(Choice::Quick) | Some(Choice::Full) => asked,
-        Some(Choice::Off) | None => node()
-            .and_then(|site| site.resolve(asked).ok().or(Some(site.default)))
-            .or(asked.filter(|c| *c != Choice::Off)),
+        Some(Choice::Quick | Choice::Full) => asked,
+        // `off` the node's line forbids gets that line's default.
+        Some(Choice::Off) | None => node().map(|site| site.resolve(asked).unwrap_or(site.default)),
     };
     match choice.unwrap_or(Choice::Quick) {
         Choice::Quick => Some(Profile::Quick),

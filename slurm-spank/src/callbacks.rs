@@ -217,9 +217,10 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
     })
 }
 
-/// The node's store settings (for its state directory). A config that
-/// cannot be read leaves none: the plugin then writes nowhere rather than
-/// into a directory the site did not choose, and the job runs as usual.
+/// The node's config (its state directory, whether it has a spool). A
+/// config that cannot be read leaves none: the plugin then writes nowhere
+/// rather than into a directory the site did not choose, and the job runs
+/// as usual.
 pub(crate) fn node_config(settings: &Settings, node: Option<String>) -> Option<Config> {
     match lemonade_config::load(&settings.config, node.as_deref()) {
         Ok(config) => Some(config),

@@ -5,11 +5,13 @@
 //! * [`cluster`]: a real Slurm cluster (munge, MariaDB, slurmdbd, slurmctld,
 //!   several slurmd) in a temporary directory.
 //! * [`fake_nvml`]: the fake `libnvidia-ml.so.1` and its scenarios.
+//! * [`spank`]: our SPANK plugins on such a cluster.
 
 pub mod cluster;
 pub mod fake_nvml;
 pub mod fixture;
 pub mod history;
+pub mod spank;
 
 use std::path::PathBuf;
 

@@ -3,52 +3,26 @@
 //! one cluster per test. What it shares with `lemonade_spank.so` (the
 //! option, task exits) is tested in `slurm-spank/tests/`. The workspace's binaries must be built first
 //! (`cargo build --workspace --bins`), as for the other end-to-end tests.
-//!
-//! The plugin's arguments name paths inside the cluster's directory, known
-//! only once it runs: each test starts the cluster with a plain plugin line
-//! (so that slurmd loads the plugin and runs the SPANK job prolog/epilog) and
-//! then rewrites plugstack.conf, which srun, sbatch and every slurmstepd read
-//! afresh.
 
 use lemonade_config::StoreSettings;
 use lemonade_sql::node::{NodeStore, RunRow};
-use lemonade_tests::cluster::{Cluster, ClusterOptions};
-use std::path::{Path, PathBuf};
+use lemonade_tests::cluster::Cluster;
+use lemonade_tests::spank::Plugin;
+use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-/// The plugin cargo built with this test binary (`target/<profile>/deps/`).
-fn plugin() -> PathBuf {
-    let path = std::env::current_exe()
-        .expect("the test binary's path")
-        .with_file_name("liblemonade_spank_prolog.so");
-    assert!(path.exists(), "{} missing", path.display());
-    path
+/// The plugin under test.
+fn plugin() -> Plugin {
+    Plugin::built("liblemonade_spank_prolog.so")
 }
 
 fn start(nodes: usize, prolog_in_slurm_conf: bool) -> Cluster {
-    let cluster = Cluster::start(ClusterOptions {
-        nodes,
-        prolog: prolog_in_slurm_conf,
-        epilog: prolog_in_slurm_conf,
-        plugstack: vec![format!(
-            "required {} prolog=none epilog=none",
-            plugin().display()
-        )],
-        ..Default::default()
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("cluster up in {:.1} s", cluster.started_in.as_secs_f64());
-    cluster
+    plugin().start(nodes, prolog_in_slurm_conf, "prolog=none epilog=none")
 }
 
-/// Replaces the plugin's line in plugstack.conf.
 fn set_plugin_args(c: &Cluster, args: &str) {
-    std::fs::write(
-        c.dir().join("etc/plugstack.conf"),
-        format!("required {} {args}\n", plugin().display()),
-    )
-    .unwrap();
+    plugin().set_args(c, args);
 }
 
 /// The arguments a site would use, with the cluster's programs and config.
