@@ -1,28 +1,47 @@
-//! Synthetic scheduler histories in sacct's format, for the lemon tests and benchmark.
+//! Synthetic scheduler histories in sacct's format, for the lemon tests and
+//! benchmark: what a cluster produces, written without looking at the
+//! detector.
 //!
 //! [`generate`] writes `sacct -X -a -D -n -P --noconvert -o JobIDRaw,JobID,NodeList,
 //! NNodes,State,ExitCode,DerivedExitCode,Submit,Start,End,ElapsedRaw,Partition,
 //! User,AllocTRES` rows (times in unix seconds, as with `SLURM_TIME_FORMAT=%s`)
-//! for N nodes and M jobs, and the matching `sacctmgr show event` rows.
+//! and the matching `sacctmgr show event` rows
+//! (`NodeName|Start|End|State|Reason|User`).
 //!
-//! * Failures come from a hazard per node-day: background nodes fail jobs at
-//!   `background_per_1000_node_days` (the paper's 6.5), planted lemons at
-//!   `lemon_factor` times that. A job's culprit is drawn among its nodes in
-//!   proportion to their hazards, so the planted truth is known.
-//! * `NODE_FAIL` failures leave a node event (`DOWN*`, `Not responding`) on
-//!   the culprit, so multi-node failures can be attributed; `FAILED`
-//!   multi-node failures leave nothing (they stay unattributed).
-//! * Realistic noise: multi-node jobs with hostlist NodeLists (some with two
-//!   bracket groups), requeued jobs (an earlier `REQUEUED` run of the same id),
-//!   jobs cancelled while pending (`None assigned`, `Unknown` start,
-//!   `CANCELLED by N`), array and het job ids, timeouts, OOMs and user errors
-//!   (exit 127) that are not the node's fault.
+//! What happens on the simulated cluster:
 //!
-//! Deterministic for a given seed; no dependency beyond std.
+//! * **Users** submit most of the jobs and cause most failures. Each user
+//!   has a failure propensity (overall `user_failure_share`, 10-30 % of jobs,
+//!   spread very unevenly over users) and a way of failing: ordinary exit
+//!   codes (1, 2, sometimes 127), `OUT_OF_MEMORY`, `TIMEOUT`, cancellations;
+//!   users of native code also crash with `SIGSEGV`/`SIGABRT`. A few
+//!   **bad users** fail nearly every job and like one node (`-w`).
+//! * **Bursts**: one user's job array crashes within an hour, all on one
+//!   healthy node (half of the bursts with a segfault).
+//! * **Hardware** fails jobs as a Poisson process per node-day of runtime:
+//!   healthy nodes at `hardware_per_1000_node_days` (the paper's 6.5), planted
+//!   lemons at `lemon_factor` times that. On a healthy node a health check
+//!   usually catches the fault (an `hc: CODE entity` drain event near the
+//!   job's end); on a lemon it usually does not: a third of its failures end
+//!   as `NODE_FAIL` (slurmctld's `Not responding`), the others as a signal
+//!   death (SIGBUS, SIGSEGV, SIGABRT, SIGKILL with `Kill task failed` now and
+//!   then) or as a plain exit 1 (the framework caught the CUDA error),
+//!   indistinguishable from a user's bug.
+//! * **Requeues**: jobs killed by `NODE_FAIL` are often requeued and then
+//!   complete elsewhere; a few jobs have an earlier `REQUEUED` run
+//!   (preemption).
+//! * **Multi-node jobs** (hostlist NodeLists, some with two bracket groups)
+//!   fail with or without an event naming the culprit.
+//! * Noise: jobs cancelled while pending (`None assigned`), array and het job ids.
+//!
+//! The ground truth ([`HistoryTruth`]) lists the lemons, the confounders'
+//! nodes and every planted hardware failure. Deterministic for a seed; no
+//! dependency beyond std.
 
 use std::io::{self, Write};
 
-/// What to generate.
+/// What to generate. [`HistorySpec::realistic`] draws the parameters of one
+/// cluster from a seed.
 #[derive(Debug, Clone)]
 pub struct HistorySpec {
     pub nodes: usize,
@@ -30,12 +49,22 @@ pub struct HistorySpec {
     /// Unix seconds of the history's start.
     pub start: i64,
     pub days: u32,
-    /// How many nodes are planted lemons (spread evenly over the node list).
+    /// How many nodes are planted lemons (spread over the node list).
     pub lemons: usize,
-    /// Lemons' hazard as a multiple of the background's.
+    /// Lemons' hardware hazard as a multiple of a healthy node's.
     pub lemon_factor: f64,
-    /// Background failures per 1000 node-days of job runtime.
-    pub background_per_1000_node_days: f64,
+    /// Healthy nodes' hardware failures per 1000 node-days of job runtime.
+    pub hardware_per_1000_node_days: f64,
+    /// Share of a healthy node's hardware failures a health check catches.
+    pub healthy_caught_share: f64,
+    /// Share of a lemon's hardware failures a health check catches.
+    pub lemon_caught_share: f64,
+    /// Share of jobs that fail through their user's own fault.
+    pub user_failure_share: f64,
+    /// Users whose jobs nearly always fail.
+    pub bad_users: usize,
+    /// Job arrays crashing within an hour on one node.
+    pub bursts: usize,
     /// Share of jobs that span several nodes.
     pub multi_node_fraction: f64,
     /// Largest multi-node job.
@@ -55,15 +84,58 @@ impl Default for HistorySpec {
             start: 1_700_000_000,
             days: 28,
             lemons: 3,
-            lemon_factor: 40.0,
-            background_per_1000_node_days: 6.5,
+            lemon_factor: 30.0,
+            hardware_per_1000_node_days: 6.5,
+            healthy_caught_share: 0.8,
+            lemon_caught_share: 0.1,
+            user_failure_share: 0.2,
+            bad_users: 2,
+            bursts: 2,
             multi_node_fraction: 0.1,
             max_job_nodes: 16,
-            utilization: 0.8,
+            utilization: 0.85,
             first_job_id: 1_000,
             seed: 42,
         }
     }
+}
+
+impl HistorySpec {
+    /// One cluster's history: 512 nodes, 35 days, about 25,000 jobs, lemons
+    /// at `lemon_factor`, the rest drawn from `seed` (user failure share
+    /// 10-30 %, 4-8 lemons, 1-3 bad users, 1-3 bursts, 6-14 % multi-node
+    /// jobs, 75-95 % utilisation, checks catching 70-90 % of healthy nodes'
+    /// hardware failures and 5-15 % of lemons').
+    pub fn realistic(seed: u64, lemon_factor: f64) -> HistorySpec {
+        let mut r = Rng::new(seed.wrapping_mul(0x51_7CC1_B727_220A));
+        HistorySpec {
+            nodes: 512,
+            jobs: 22_000 + r.below(6_000),
+            days: 35,
+            lemons: 4 + r.below(5),
+            lemon_factor,
+            healthy_caught_share: 0.7 + 0.2 * r.f64(),
+            lemon_caught_share: 0.05 + 0.1 * r.f64(),
+            user_failure_share: 0.1 + 0.2 * r.f64(),
+            bad_users: 1 + r.below(3),
+            bursts: 1 + r.below(3),
+            multi_node_fraction: 0.06 + 0.08 * r.f64(),
+            utilization: 0.75 + 0.2 * r.f64(),
+            seed,
+            ..HistorySpec::default()
+        }
+    }
+}
+
+/// One planted hardware failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HardwareFailure {
+    pub job_id_raw: i64,
+    pub node: String,
+    pub end: i64,
+    /// A health check caught it (an `hc:` event near the end).
+    pub caught: bool,
+    pub lemon: bool,
 }
 
 /// What was generated: the ground truth the tests check against.
@@ -71,16 +143,36 @@ impl Default for HistorySpec {
 pub struct HistoryTruth {
     pub node_names: Vec<String>,
     pub lemons: Vec<String>,
+    /// Healthy nodes that bursts crashed on or bad users favoured: a
+    /// detector that flags one of them blames users' faults on a node.
+    pub confounder_nodes: Vec<String>,
+    /// The bad users (nearly every job fails).
+    pub bad_users: Vec<String>,
+    /// Every planted hardware failure, by end time.
+    pub hardware: Vec<HardwareFailure>,
     /// Failed runs whose culprit is a lemon.
     pub lemon_failures: u64,
-    /// Failed runs whose culprit is a healthy node (user errors excluded).
+    /// Failed runs whose culprit is a healthy node's hardware.
     pub background_failures: u64,
+    /// Runs that ended badly through their user's fault (failed, OOM,
+    /// timeout, cancelled), bursts and bad users included.
+    pub user_failures: u64,
     pub rows: u64,
     pub node_days: f64,
     /// Latest End of any row.
     pub end: i64,
     /// The next free JobIDRaw.
     pub next_job_id: i64,
+}
+
+impl HistoryTruth {
+    /// Hardware failures that ended in `[since, until)`.
+    pub fn hardware_between(&self, since: i64, until: i64) -> usize {
+        self.hardware
+            .iter()
+            .filter(|h| h.end >= since && h.end < until)
+            .count()
+    }
 }
 
 /// Node name of index `i`: `gpu0001`...
@@ -115,6 +207,18 @@ impl Rng {
     pub fn exp(&mut self, mean: f64) -> f64 {
         -mean * (1.0 - self.f64()).ln()
     }
+    /// Index drawn with the given weights.
+    pub fn pick(&mut self, weights: &[f64]) -> usize {
+        let total: f64 = weights.iter().sum();
+        let mut x = self.f64() * total;
+        for (i, w) in weights.iter().enumerate() {
+            if x < *w {
+                return i;
+            }
+            x -= w;
+        }
+        weights.len() - 1
+    }
 }
 
 /// `gpu[0003-0006]`, or two groups when the block wraps around the node list.
@@ -146,6 +250,164 @@ fn hostlist(first: usize, count: usize, nodes: usize) -> (String, Vec<usize>) {
     (expr, idx)
 }
 
+/// One user of the cluster.
+#[derive(Debug, Clone)]
+struct User {
+    name: String,
+    /// Relative share of the jobs.
+    activity: f64,
+    /// Chance that one of their jobs fails through their own fault.
+    propensity: f64,
+    /// Share of their own failures that are crashes by a signal.
+    crash_share: f64,
+    /// The node a bad user asks for with `-w`.
+    favourite: Option<usize>,
+}
+
+fn users(spec: &HistorySpec, rng: &mut Rng, n: usize) -> Vec<User> {
+    let count = 60;
+    let mut users: Vec<User> = (0..count)
+        .map(|i| {
+            // Propensities spread very unevenly: most users rarely fail,
+            // some fail a lot (mean 1 before scaling).
+            let spread = rng.exp(1.0);
+            User {
+                name: format!("u{:03}", i + 1),
+                activity: 1.0 / (1.0 + i as f64).powf(0.8),
+                propensity: (spec.user_failure_share * spread).min(0.8),
+                crash_share: if rng.f64() < 0.3 { 0.3 } else { 0.03 },
+                favourite: None,
+            }
+        })
+        .collect();
+    for k in 0..spec.bad_users.min(count) {
+        let u = &mut users[count - 1 - k];
+        u.propensity = 0.97;
+        u.activity = 0.15;
+        u.crash_share = 0.2;
+        u.favourite = Some(rng.below(n));
+    }
+    users
+}
+
+/// A user's own bad end: state, ExitCode, and whether it stops the job
+/// before its planned end.
+fn user_failure(rng: &mut Rng, user: &User) -> (&'static str, &'static str, bool) {
+    if rng.f64() < user.crash_share {
+        return match rng.below(2) {
+            0 => ("FAILED", "0:11", true),
+            _ => ("FAILED", "0:6", true),
+        };
+    }
+    match rng.pick(&[45.0, 12.0, 3.0, 15.0, 15.0, 10.0]) {
+        0 => ("FAILED", "1:0", true),
+        1 => ("FAILED", "2:0", true),
+        2 => ("FAILED", "127:0", true),
+        3 => ("OUT_OF_MEMORY", "0:125", true),
+        4 => ("TIMEOUT", "0:15", false),
+        _ => ("CANCELLED by 1001", "0:9", true),
+    }
+}
+
+/// How a hardware failure shows in sacct, and the event it leaves, if any:
+/// `(state, exit, event state, event reason, event user)`.
+type Manifestation = (
+    &'static str,
+    &'static str,
+    Option<(&'static str, String, &'static str)>,
+);
+
+fn manifestation(rng: &mut Rng, caught: bool) -> Manifestation {
+    if caught {
+        let (code, entity) = [
+            ("XID_79", "gpu3"),
+            ("XID_48", "gpu5"),
+            ("ECC_VOLATILE_UNCORRECTED", "gpu1"),
+            ("PCIE_LINK_DOWN", "gpu6"),
+            ("IB_PORT_DOWN", "mlx5_2:1"),
+            ("MOUNT_HUNG", "/checkpoint"),
+            ("NVLINK_INACTIVE", "gpu0"),
+        ][rng.below(7)];
+        let down = rng.f64() < 0.4;
+        let (state, exit) = if down {
+            ("NODE_FAIL", "0:0")
+        } else {
+            [("FAILED", "0:7"), ("FAILED", "1:0"), ("FAILED", "0:6")][rng.below(3)]
+        };
+        let ev_state = if down { "DOWN" } else { "DRAIN" };
+        return (
+            state,
+            exit,
+            Some((ev_state, format!("hc: {code} {entity}"), "root")),
+        );
+    }
+    match rng.pick(&[33.0, 40.0, 27.0]) {
+        0 => (
+            "NODE_FAIL",
+            "0:0",
+            Some(("DOWN*", "Not responding".into(), "slurm")),
+        ),
+        1 => {
+            let (exit, kill_failed) = [
+                ("0:7", false),
+                ("0:11", false),
+                ("0:6", false),
+                ("0:9", rng.f64() < 0.5),
+            ][rng.below(4)];
+            let ev = kill_failed.then(|| ("DRAIN", "Kill task failed".to_string(), "slurm"));
+            ("FAILED", exit, ev)
+        }
+        _ => ("FAILED", "1:0", None),
+    }
+}
+
+struct Writer<'a, S: Write, E: Write> {
+    sacct: &'a mut S,
+    events: &'a mut E,
+    truth: HistoryTruth,
+}
+
+impl<S: Write, E: Write> Writer<'_, S, E> {
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &mut self,
+        raw: i64,
+        display: &str,
+        nodelist: &str,
+        count: usize,
+        state: &str,
+        exit: &str,
+        times: (i64, i64, i64),
+        user: &str,
+    ) -> io::Result<()> {
+        let (submit, start, end) = times;
+        let gpus = count * 8;
+        writeln!(
+            self.sacct,
+            "{raw}|{display}|{nodelist}|{count}|{state}|{exit}|0:0|{submit}|{start}|{end}|{}|batch|{user}|billing={gpus},cpu={},gres/gpu={gpus},mem=512G,node={count}",
+            end - start,
+            count * 64
+        )?;
+        self.truth.rows += 1;
+        self.truth.end = self.truth.end.max(end);
+        Ok(())
+    }
+
+    fn event(&mut self, node: usize, at: i64, ev: (&str, String, &str)) -> io::Result<()> {
+        let (state, reason, user) = ev;
+        writeln!(
+            self.events,
+            "{}|{}|{}|{}|{}|{}",
+            node_name(node),
+            at,
+            at + 3600 + (at % 7200),
+            state,
+            reason,
+            user
+        )
+    }
+}
+
 /// Writes the history: jobs to `sacct`, node events to `events`.
 pub fn generate(
     spec: &HistorySpec,
@@ -154,23 +416,34 @@ pub fn generate(
 ) -> io::Result<HistoryTruth> {
     let mut rng = Rng::new(spec.seed);
     let n = spec.nodes.max(1);
-    let mut truth = HistoryTruth {
-        node_names: (0..n).map(node_name).collect(),
-        ..HistoryTruth::default()
+    let mut w = Writer {
+        sacct,
+        events,
+        truth: HistoryTruth {
+            node_names: (0..n).map(node_name).collect(),
+            ..HistoryTruth::default()
+        },
     };
-    let lemon_idx: Vec<usize> = (0..spec.lemons.min(n))
-        .map(|k| (k * n) / spec.lemons.max(1) + n / (2 * spec.lemons.max(1)))
-        .map(|i| i.min(n - 1))
+    let lemons = spec.lemons.min(n);
+    let lemon_idx: Vec<usize> = (0..lemons)
+        .map(|k| ((k * n) / lemons.max(1) + n / (2 * lemons.max(1)) + 7 * k).min(n - 1))
         .collect();
-    truth.lemons = lemon_idx.iter().map(|&i| node_name(i)).collect();
-    let bg = spec.background_per_1000_node_days / 1000.0;
+    w.truth.lemons = lemon_idx.iter().map(|&i| node_name(i)).collect();
+    w.truth.lemons.sort();
+    let is_lemon = |i: usize| lemon_idx.contains(&i);
+    let bg = spec.hardware_per_1000_node_days / 1000.0;
     let hazard = |i: usize| {
-        if lemon_idx.contains(&i) {
+        if is_lemon(i) {
             bg * spec.lemon_factor
         } else {
             bg
         }
     };
+    let users = users(spec, &mut rng, n);
+    for u in users.iter().filter(|u| u.favourite.is_some()) {
+        w.truth.bad_users.push(u.name.clone());
+    }
+    let activity: Vec<f64> = users.iter().map(|u| u.activity).collect();
     let span = i64::from(spec.days) * 86_400;
     let max_nodes = spec.max_job_nodes.clamp(2, n.max(2));
     let avg_nodes =
@@ -178,121 +451,210 @@ pub fn generate(
     let mean_days = (spec.utilization * n as f64 * f64::from(spec.days)
         / (spec.jobs.max(1) as f64 * avg_nodes))
         .max(60.0 / 86_400.0);
-    let users = ["alice", "bob", "carol", "dave", "erin", "frank"];
     let mut job_id = spec.first_job_id;
-    let mut line = String::with_capacity(256);
     for j in 0..spec.jobs {
         // Ends spread evenly: a later history continues where this one stops.
-        let end = spec.start + (j as i64 * span) / spec.jobs.max(1) as i64 + rng.below(60) as i64;
-        let user = users[rng.below(users.len())];
-        let roll = rng.f64();
+        let planned_end =
+            spec.start + (j as i64 * span) / spec.jobs.max(1) as i64 + rng.below(60) as i64;
+        let user = &users[rng.pick(&activity)];
         let raw = job_id;
         job_id += 1;
+        let roll = rng.f64();
         let display = if roll < 0.1 {
             format!("{}_{}", raw - (j as i64 % 7), j % 7)
         } else if roll < 0.105 {
-            format!("{}+{}", raw, 0)
+            format!("{raw}+0")
         } else {
             raw.to_string()
         };
-        let submit = end - 86_400.min(span) / 4 - rng.below(3600) as i64;
-        // Cancelled while pending: never ran.
+        let submit = planned_end - 86_400.min(span) / 4 - rng.below(3600) as i64;
         if rng.f64() < 0.02 {
-            line.clear();
-            line.push_str(&format!(
-                "{raw}|{display}|None assigned|1|CANCELLED by {}|0:0|0:0|{submit}|Unknown|{end}|0|batch|{user}|\n",
-                1000 + rng.below(6)
-            ));
-            sacct.write_all(line.as_bytes())?;
-            truth.rows += 1;
-            truth.end = truth.end.max(end);
+            // Cancelled while pending: never ran.
+            writeln!(
+                w.sacct,
+                "{raw}|{display}|None assigned|1|CANCELLED by {}|0:0|0:0|{submit}|Unknown|{planned_end}|0|batch|{}|",
+                1000 + rng.below(6),
+                user.name
+            )?;
+            w.truth.rows += 1;
+            w.truth.user_failures += 1;
+            w.truth.end = w.truth.end.max(planned_end);
             continue;
         }
-        let count = if rng.f64() < spec.multi_node_fraction {
+        let count = if user.favourite.is_none() && rng.f64() < spec.multi_node_fraction {
             2 + rng.below(max_nodes - 1)
         } else {
             1
         }
         .min(n);
-        let dur_days = rng.exp(mean_days).clamp(60.0 / 86_400.0, 7.0);
-        let dur = (dur_days * 86_400.0) as i64;
-        let start = end - dur;
-        let (expr, idx) = hostlist(rng.below(n), count, n);
-        let total_hazard: f64 = idx.iter().map(|&i| hazard(i)).sum();
-        let p_fail = 1.0 - (-total_hazard * dur_days).exp();
-        truth.node_days += dur_days * count as f64;
-        let gpus = count * 8;
-        let tres = format!(
-            "billing={gpus},cpu={},gres/gpu={gpus},mem=512G,node={count}",
-            count * 64
-        );
+        let planned_days = rng.exp(mean_days).clamp(120.0 / 86_400.0, 7.0);
+        let start = planned_end - (planned_days * 86_400.0) as i64;
+        let first = match user.favourite {
+            Some(f) if rng.f64() < 0.5 => f,
+            _ => rng.below(n),
+        };
+        let (expr, idx) = hostlist(first, count, n);
 
-        // An earlier run that was requeued.
         if rng.f64() < 0.005 && start - 7200 > submit {
+            // An earlier run that was preempted and requeued.
             let (e2, _) = hostlist(rng.below(n), count, n);
-            line.clear();
-            line.push_str(&format!(
-                "{raw}|{display}|{e2}|{count}|REQUEUED|0:0|0:0|{submit}|{}|{}|3600|batch|{user}|{tres}\n",
-                start - 7200,
-                start - 3600
-            ));
-            sacct.write_all(line.as_bytes())?;
-            truth.rows += 1;
+            w.run(
+                raw,
+                &display,
+                &e2,
+                count,
+                "REQUEUED",
+                "0:0",
+                (submit, start - 7200, start - 3600),
+                &user.name,
+            )?;
         }
 
-        let (state, exit) = if rng.f64() < p_fail {
-            // The culprit, in proportion to the hazards.
-            let mut pick = rng.f64() * total_hazard;
-            let mut culprit = idx[0];
-            for &i in &idx {
-                pick -= hazard(i);
-                if pick <= 0.0 {
-                    culprit = i;
-                    break;
-                }
-            }
-            if lemon_idx.contains(&culprit) {
-                truth.lemon_failures += 1;
-            } else {
-                truth.background_failures += 1;
-            }
-            if count > 1 || rng.f64() < 0.3 {
-                // The node died: slurmctld marks it DOWN and the job NODE_FAIL.
-                writeln!(
-                    events,
-                    "{}|{}|{}|DOWN*|Not responding|slurm",
-                    node_name(culprit),
-                    end - 30,
-                    end + 1800
-                )?;
-                ("NODE_FAIL", "0:0")
-            } else {
-                ("FAILED", "1:0")
-            }
-        } else {
-            let r = rng.f64();
-            if r < 0.01 {
-                ("FAILED", "127:0") // user error: not the node's fault
-            } else if r < 0.03 {
-                ("TIMEOUT", "0:15")
-            } else if r < 0.04 {
-                ("OUT_OF_MEMORY", "0:125")
-            } else if r < 0.07 {
-                ("CANCELLED by 1001", "0:9")
-            } else {
-                ("COMPLETED", "0:0")
-            }
+        // The user's own end comes first; hardware fails the job if its
+        // failure time comes earlier (drawing in the other order would
+        // over-count failures against the exposure of runs that end early).
+        let own = (rng.f64() < user.propensity).then(|| user_failure(&mut rng, user));
+        let own_days = match own {
+            Some((_, _, true)) => planned_days * rng.f64().max(0.01),
+            _ => planned_days,
         };
-        line.clear();
-        line.push_str(&format!(
-            "{raw}|{display}|{expr}|{count}|{state}|{exit}|0:0|{submit}|{start}|{end}|{dur}|batch|{user}|{tres}\n"
-        ));
-        sacct.write_all(line.as_bytes())?;
-        truth.rows += 1;
-        truth.end = truth.end.max(end);
+        let total_hazard: f64 = idx.iter().map(|&i| hazard(i)).sum();
+        let hw_after = rng.exp(1.0 / total_hazard);
+        if hw_after < own_days {
+            let end = start + (hw_after * 86_400.0) as i64;
+            w.truth.node_days += hw_after * count as f64;
+            let weights: Vec<f64> = idx.iter().map(|&i| hazard(i)).collect();
+            let culprit = idx[rng.pick(&weights)];
+            let lemon = is_lemon(culprit);
+            let caught_share = if lemon {
+                spec.lemon_caught_share
+            } else {
+                spec.healthy_caught_share
+            };
+            let caught = rng.f64() < caught_share;
+            let (state, exit, ev) = manifestation(&mut rng, caught);
+            if let Some(ev) = ev {
+                // The check or slurmctld reacts within minutes of the fault.
+                let at = end - 120 + rng.below(300) as i64;
+                w.event(culprit, at, ev)?;
+            }
+            w.run(
+                raw,
+                &display,
+                &expr,
+                count,
+                state,
+                exit,
+                (submit, start, end),
+                &user.name,
+            )?;
+            if lemon {
+                w.truth.lemon_failures += 1;
+            } else {
+                w.truth.background_failures += 1;
+            }
+            w.truth.hardware.push(HardwareFailure {
+                job_id_raw: raw,
+                node: node_name(culprit),
+                end,
+                caught,
+                lemon,
+            });
+            if state == "NODE_FAIL" && rng.f64() < 0.5 {
+                // Requeued by slurmctld: runs again elsewhere and completes.
+                let (e2, idx2) = hostlist(rng.below(n), count, n);
+                let (s2, e2end) = (end + 300, end + 300 + 3600 + rng.below(20_000) as i64);
+                w.truth.node_days += (e2end - s2) as f64 / 86_400.0 * idx2.len() as f64;
+                w.run(
+                    raw,
+                    &display,
+                    &e2,
+                    count,
+                    "COMPLETED",
+                    "0:0",
+                    (submit, s2, e2end),
+                    &user.name,
+                )?;
+            }
+            continue;
+        }
+        let end = start + (own_days * 86_400.0) as i64;
+        w.truth.node_days += own_days * count as f64;
+        let (state, exit) = match own {
+            Some((state, exit, _)) => {
+                w.truth.user_failures += 1;
+                (state, exit)
+            }
+            None => ("COMPLETED", "0:0"),
+        };
+        w.run(
+            raw,
+            &display,
+            &expr,
+            count,
+            state,
+            exit,
+            (submit, start, end),
+            &user.name,
+        )?;
     }
-    truth.next_job_id = job_id;
-    Ok(truth)
+    job_id = bursts(spec, &mut rng, &mut w, &users, &is_lemon, job_id)?;
+    let mut confounders: Vec<String> = users
+        .iter()
+        .filter_map(|u| u.favourite)
+        .filter(|&i| !is_lemon(i))
+        .map(node_name)
+        .collect();
+    confounders.extend(w.truth.confounder_nodes.drain(..));
+    confounders.sort();
+    confounders.dedup();
+    w.truth.confounder_nodes = confounders;
+    w.truth.hardware.sort_by_key(|h| h.end);
+    w.truth.next_job_id = job_id;
+    Ok(w.truth)
+}
+
+/// Job arrays that crash within an hour on one healthy node.
+fn bursts<S: Write, E: Write>(
+    spec: &HistorySpec,
+    rng: &mut Rng,
+    w: &mut Writer<'_, S, E>,
+    users: &[User],
+    is_lemon: &dyn Fn(usize) -> bool,
+    mut job_id: i64,
+) -> io::Result<i64> {
+    let n = spec.nodes.max(1);
+    let span = i64::from(spec.days) * 86_400;
+    for _ in 0..spec.bursts {
+        let user = &users[rng.below(users.len() / 2)];
+        let mut node = rng.below(n);
+        while is_lemon(node) && n > spec.lemons {
+            node = (node + 1) % n;
+        }
+        w.truth.confounder_nodes.push(node_name(node));
+        let array = job_id;
+        let t0 = spec.start + 86_400 + rng.below((span - 2 * 86_400).max(1) as usize) as i64;
+        let exit = if rng.f64() < 0.5 { "0:11" } else { "1:0" };
+        let tasks = 10 + rng.below(21);
+        for k in 0..tasks {
+            let start = t0 + rng.below(1800) as i64;
+            let end = start + 30 + rng.below(1500) as i64;
+            w.truth.node_days += (end - start) as f64 / 86_400.0;
+            w.truth.user_failures += 1;
+            w.run(
+                job_id,
+                &format!("{array}_{k}"),
+                &node_name(node),
+                1,
+                "FAILED",
+                exit,
+                (t0 - 600, start, end),
+                &user.name,
+            )?;
+            job_id += 1;
+        }
+    }
+    Ok(job_id)
 }
 
 #[cfg(test)]
@@ -307,7 +669,7 @@ mod tests {
     }
 
     #[test]
-    fn background_rate_is_what_was_asked() {
+    fn healthy_hardware_rate_is_what_was_asked() {
         let spec = HistorySpec {
             nodes: 500,
             jobs: 50_000,
@@ -318,10 +680,37 @@ mod tests {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         let t = generate(&spec, &mut a, &mut b).unwrap();
         let rate = t.background_failures as f64 / t.node_days * 1000.0;
-        assert!((rate - 6.5).abs() < 1.5, "rate {rate}");
+        assert!((rate - 6.5).abs() < 1.0, "rate {rate}");
         assert!(t.rows >= 50_000);
         let text = String::from_utf8(a).unwrap();
         assert!(text.contains("None assigned"));
         assert!(text.contains("REQUEUED"));
+    }
+
+    #[test]
+    fn a_realistic_history_has_what_a_cluster_has() {
+        for seed in 1..=3 {
+            let spec = HistorySpec::realistic(seed, 10.0);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let t = generate(&spec, &mut a, &mut b).unwrap();
+            let jobs = String::from_utf8(a).unwrap();
+            let events = String::from_utf8(b).unwrap();
+            let share = t.user_failures as f64 / t.rows as f64;
+            assert!((0.07..0.4).contains(&share), "seed {seed}: user share {share}");
+            for s in ["|FAILED|1:0|", "|FAILED|2:0|", "|FAILED|0:11|", "|OUT_OF_MEMORY|"] {
+                assert!(jobs.contains(s), "seed {seed}: no {s}");
+            }
+            for s in ["|TIMEOUT|", "|NODE_FAIL|", "CANCELLED by"] {
+                assert!(jobs.contains(s), "seed {seed}: no {s}");
+            }
+            assert!(events.contains("|hc: "), "seed {seed}");
+            assert!(events.contains("|Not responding|"), "seed {seed}");
+            assert_eq!(t.lemons.len(), spec.lemons);
+            assert!(!t.confounder_nodes.is_empty());
+            assert!(t.confounder_nodes.iter().all(|c| !t.lemons.contains(c)));
+            let caught_healthy = t.hardware.iter().filter(|h| !h.lemon && h.caught).count();
+            let healthy = t.hardware.iter().filter(|h| !h.lemon).count();
+            assert!(caught_healthy * 2 > healthy, "seed {seed}: healthy mostly caught");
+        }
     }
 }
