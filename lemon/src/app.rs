@@ -1,18 +1,23 @@
 //! The subcommands, wired together: config, database, lock, exit codes.
 
 use crate::act::{self, ActParams};
-use crate::cli::{Cli, Command, Format, TicketCommand};
+use crate::attribute::AttributionParams;
+use crate::cli::{
+    Cli, Command, Format, IngestArgs, ReleaseArgs, ReportArgs, RunArgs, ScoreArgs, TicketCommand,
+};
 use crate::db;
 use crate::decide::{self, Scores};
 use crate::error::{LemonError, Result};
 use crate::ingest::{self, IngestContext, Sources};
 use crate::reliability;
+use crate::reliability::cli::EttrArgs;
 use crate::report::{self, Report};
 use crate::signals::{self, SignalParams};
 use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_sql::lock::RunLock;
 use lemonade_sql::rusqlite::Connection;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Exit code: nothing new.
@@ -25,205 +30,254 @@ pub const EXIT_ERROR: u8 = 2;
 /// Decisions shown by reports.
 const REPORT_DECISIONS: usize = 50;
 
+/// What every subcommand needs: config, database path, clock, Slurm.
+struct Ctx {
+    cfg: Config,
+    db_path: PathBuf,
+    now: i64,
+    busy: Duration,
+    slurm: SlurmCommands,
+    default_spool: Option<PathBuf>,
+}
+
+impl Ctx {
+    fn new(cli: &Cli) -> Result<Ctx> {
+        let cfg = lemonade_config::load(&cli.global.config, None)
+            .map_err(|e| LemonError::Usage(format!("config: {e}")))?;
+        let slurm = SlurmCommands::new(
+            cfg.slurm.bin_dir.clone(),
+            cfg.slurm.conf.clone(),
+            Duration::from_secs_f64(cfg.slurm.command_timeout_s.max(0.1)),
+        );
+        Ok(Ctx {
+            db_path: cli.global.db.clone().unwrap_or_else(|| cfg.lemon.db_path.clone()),
+            now: cli.global.now.unwrap_or_else(|| chrono::Utc::now().timestamp()),
+            busy: Duration::from_millis(cfg.lemon.busy_timeout_ms),
+            default_spool: cfg.lemon.spool_dir.clone().or(cfg.spool.dir.clone()),
+            slurm,
+            cfg,
+        })
+    }
+
+    fn open(&self) -> Result<Connection> {
+        db::open(&self.db_path, self.busy)
+    }
+
+    fn lock(&self) -> Result<RunLock> {
+        Ok(RunLock::acquire(&self.db_path, self.busy)?)
+    }
+}
+
 /// Runs one command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8> {
-    let cfg = lemonade_config::load(&cli.global.config, None)
-        .map_err(|e| LemonError::Usage(format!("config: {e}")))?;
-    let db_path = cli
-        .global
-        .db
-        .clone()
-        .unwrap_or_else(|| cfg.lemon.db_path.clone());
-    let now = cli
-        .global
-        .now
-        .unwrap_or_else(|| chrono::Utc::now().timestamp());
-    let busy = Duration::from_millis(cfg.lemon.busy_timeout_ms);
-    let slurm = SlurmCommands::new(
-        cfg.slurm.bin_dir.clone(),
-        cfg.slurm.conf.clone(),
-        Duration::from_secs_f64(cfg.slurm.command_timeout_s.max(0.1)),
-    );
-    let default_spool = cfg.lemon.spool_dir.clone().or(cfg.spool.dir.clone());
-
+    let ctx = Ctx::new(&cli)?;
     match cli.command {
-        Command::Ingest(args) => {
-            let _lock = RunLock::acquire(&db_path, busy)?;
-            let mut conn = db::open(&db_path, busy)?;
-            let sources = Sources::from_args(&args.source, default_spool);
-            let rep = ingest::ingest(&mut conn, &sources, &ingest_ctx(&cfg, &slurm, now))?;
+        Command::Ingest(args) => ingest_cmd(&ctx, &args),
+        Command::Score(args) => score_cmd(&ctx, &args),
+        Command::Run(args) => run_cmd(&ctx, &args),
+        Command::Report(args) => report_cmd(&ctx, &args),
+        Command::Ettr(args) => ettr_cmd(&ctx, &args),
+        Command::Release(args) => release_cmd(&ctx, &args),
+        Command::Ticket(t) => ticket_cmd(&ctx, t),
+    }
+}
+
+fn ingest_cmd(ctx: &Ctx, args: &IngestArgs) -> Result<u8> {
+    let _lock = ctx.lock()?;
+    let mut conn = ctx.open()?;
+    let sources = Sources::from_args(&args.source, ctx.default_spool.clone());
+    let rep = ingest::ingest(&mut conn, &sources, &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now))?;
+    print!("{}", rep.text());
+    Ok(if rep.ok() { EXIT_OK } else { EXIT_ERROR })
+}
+
+fn score_cmd(ctx: &Ctx, args: &ScoreArgs) -> Result<u8> {
+    let conn = ctx.open()?;
+    let scores = score(&conn, &ctx.cfg, ctx.now)?;
+    let rep = Report::new(
+        &scores,
+        ctx.cfg.lemon.window_days,
+        10,
+        ctx.now,
+        db::history_until(&conn)?,
+        Vec::new(),
+    );
+    print!("{}", rep.render(args.format));
+    Ok(if scores.flagged().next().is_some() {
+        EXIT_NEW_LEMONS
+    } else {
+        EXIT_OK
+    })
+}
+
+/// The cron entry: ingest, score, keep the attributions, drain, report.
+fn run_cmd(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
+    let _lock = ctx.lock()?;
+    let mut conn = ctx.open()?;
+    let sources = Sources::from_args(&args.source, ctx.default_spool.clone());
+    let ing = ingest::ingest(&mut conn, &sources, &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now))?;
+    let until = db::history_until(&conn)?;
+    let refuse = refusal(&ing, until, ctx.now, ctx.cfg.lemon.max_history_lag_hours);
+    let (fleet, window) = signals::compute_with_window(&conn, &signal_params(&ctx.cfg), ctx.now)?;
+    signals::store_attributions(&conn, &window, ctx.now)?;
+    let scores = decide::decide(fleet, &ctx.cfg.lemon);
+    let params = ActParams {
+        slurm: &ctx.slurm,
+        dry_run: args.dry_run,
+        window_days: ctx.cfg.lemon.window_days,
+        max_drain_fraction: ctx.cfg.lemon.max_drain_fraction,
+        max_drains_per_run: ctx.cfg.lemon.max_drains_per_run,
+        now: ctx.now,
+    };
+    let acted = act::act(&conn, &scores, &params, refuse.clone())?;
+    let mut rep = Report::new(
+        &scores,
+        ctx.cfg.lemon.window_days,
+        10,
+        ctx.now,
+        until,
+        report::decisions(&conn, REPORT_DECISIONS)?,
+    );
+    rep.ingest = Some(&ing);
+    rep.actions = Some(&acted);
+    print!("{}", rep.render(args.format));
+    if let Some(r) = &refuse {
+        eprintln!("lemon: nothing drained: {r}");
+    }
+    Ok(run_exit_code(refuse.is_some(), &acted))
+}
+
+/// `lemon run`'s exit code: 2 when it refused, the breaker tripped or a
+/// drain failed; 1 for new lemons; else 0.
+fn run_exit_code(refused: bool, acted: &act::ActReport) -> u8 {
+    let failed_drain = acted
+        .outcomes
+        .iter()
+        .any(|o| o.action == act::Action::DrainFailed);
+    if refused || acted.breaker_tripped || failed_drain {
+        EXIT_ERROR
+    } else if acted.new_lemons() > 0 {
+        EXIT_NEW_LEMONS
+    } else {
+        EXIT_OK
+    }
+}
+
+fn report_cmd(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
+    let conn = ctx.open()?;
+    let scores = score(&conn, &ctx.cfg, ctx.now)?;
+    let out = if args.reliability {
+        reliability_text(ctx, &conn, &scores, args)?
+    } else {
+        Report::new(
+            &scores,
+            ctx.cfg.lemon.window_days,
+            args.top,
+            ctx.now,
+            db::history_until(&conn)?,
+            report::decisions(&conn, REPORT_DECISIONS)?,
+        )
+        .render(args.format)
+    };
+    emit(args.reliability_args.output.as_deref(), &out)?;
+    Ok(EXIT_OK)
+}
+
+fn reliability_text(
+    ctx: &Ctx,
+    conn: &Connection,
+    scores: &Scores,
+    args: &ReportArgs,
+) -> Result<String> {
+    let format = match args.format {
+        Format::Text => reliability::render::Format::Text,
+        Format::Json => reliability::render::Format::Json,
+        Format::Html => reliability::render::Format::Html,
+        Format::Markdown => {
+            return Err(LemonError::Usage(
+                "--reliability writes text, json or html".into(),
+            ))
+        }
+    };
+    Ok(reliability::cli::reliability_report(
+        conn,
+        Some(scores),
+        &args.reliability_args,
+        format,
+        ctx.now,
+        ctx.cfg.lemon.window_days,
+        &attribution_params(&ctx.cfg),
+    )?)
+}
+
+fn ettr_cmd(ctx: &Ctx, args: &EttrArgs) -> Result<u8> {
+    let (rate, source) = match args.failure_rate {
+        Some(r) => (r, "given".to_string()),
+        None => history_failure_rate(ctx)?,
+    };
+    print!("{}", reliability::cli::ettr_answer(args, rate, &source)?);
+    Ok(EXIT_OK)
+}
+
+/// r_f from lemon.db's large jobs, for `lemon ettr` without `--failure-rate`.
+fn history_failure_rate(ctx: &Ctx) -> Result<(f64, String)> {
+    if !ctx.db_path.exists() {
+        return Err(LemonError::Usage(format!(
+            "{} does not exist: pass --failure-rate (RSC-1: 6.5)",
+            ctx.db_path.display()
+        )));
+    }
+    let conn = ctx.open()?;
+    let days = ctx.cfg.lemon.window_days;
+    match reliability::cli::history_rate(&conn, ctx.now, days, &attribution_params(&ctx.cfg))? {
+        Some(r) => Ok((r, format!("lemon.db, jobs > 128 GPUs, last {days} days"))),
+        None => Err(LemonError::Usage(format!(
+            "no jobs > 128 GPUs in lemon.db's last {days} days: pass --failure-rate (RSC-1: 6.5)"
+        ))),
+    }
+}
+
+fn release_cmd(ctx: &Ctx, args: &ReleaseArgs) -> Result<u8> {
+    let conn = ctx.open()?;
+    act::release(&conn, &args.node, &args.note, ctx.now)?;
+    println!(
+        "{}: released; its history before now no longer counts. lemon does not resume nodes: \
+         when it is repaired, run {}",
+        args.node,
+        ctx.slurm.display(
+            "scontrol",
+            &["update", &format!("NodeName={}", args.node), "State=RESUME"]
+        )
+    );
+    Ok(EXIT_OK)
+}
+
+fn ticket_cmd(ctx: &Ctx, t: TicketCommand) -> Result<u8> {
+    let mut conn = ctx.open()?;
+    match t {
+        TicketCommand::Open { node, note } => {
+            ingest::tickets::open(&conn, &node, &note, ctx.now)?;
+            println!("{node}: ticket opened");
+        }
+        TicketCommand::Close { node, note } => {
+            let n = ingest::tickets::close(&conn, &node, &note, ctx.now)?;
+            if n == 0 {
+                return Err(LemonError::Usage(format!(
+                    "{node} has no open ticket (see `lemon report`)"
+                )));
+            }
+            println!("{node}: {n} ticket(s) closed");
+        }
+        TicketCommand::Import { file } => {
+            let stats = ingest::tickets::import_csv(&mut conn, &file)?;
+            let rep = ingest::IngestReport {
+                sources: vec![(format!("tickets ({})", file.display()), stats)],
+                failures: Vec::new(),
+            };
             print!("{}", rep.text());
-            Ok(if rep.ok() { EXIT_OK } else { EXIT_ERROR })
-        }
-        Command::Score(args) => {
-            let conn = db::open(&db_path, busy)?;
-            let scores = score(&conn, &cfg, now)?;
-            let rep = Report::new(
-                &scores,
-                cfg.lemon.window_days,
-                10,
-                now,
-                db::history_until(&conn)?,
-                Vec::new(),
-            );
-            print!("{}", rep.render(args.format));
-            Ok(if scores.flagged().next().is_some() {
-                EXIT_NEW_LEMONS
-            } else {
-                EXIT_OK
-            })
-        }
-        Command::Run(args) => {
-            let _lock = RunLock::acquire(&db_path, busy)?;
-            let mut conn = db::open(&db_path, busy)?;
-            let sources = Sources::from_args(&args.source, default_spool);
-            let ing = ingest::ingest(&mut conn, &sources, &ingest_ctx(&cfg, &slurm, now))?;
-            let until = db::history_until(&conn)?;
-            let refuse = refusal(&ing, until, now, cfg.lemon.max_history_lag_hours);
-            let scores = score(&conn, &cfg, now)?;
-            let params = ActParams {
-                slurm: &slurm,
-                dry_run: args.dry_run,
-                window_days: cfg.lemon.window_days,
-                max_drain_fraction: cfg.lemon.max_drain_fraction,
-                max_drains_per_run: cfg.lemon.max_drains_per_run,
-                now,
-            };
-            let acted = act::act(&conn, &scores, &params, refuse.clone())?;
-            let mut rep = Report::new(
-                &scores,
-                cfg.lemon.window_days,
-                10,
-                now,
-                until,
-                report::decisions(&conn, REPORT_DECISIONS)?,
-            );
-            rep.ingest = Some(&ing);
-            rep.actions = Some(&acted);
-            print!("{}", rep.render(args.format));
-            let failed_drain = acted
-                .outcomes
-                .iter()
-                .any(|o| o.action == act::Action::DrainFailed);
-            if let Some(r) = &refuse {
-                eprintln!("lemon: nothing drained: {r}");
-            }
-            Ok(
-                if refuse.is_some() || acted.breaker_tripped || failed_drain {
-                    EXIT_ERROR
-                } else if acted.new_lemons() > 0 {
-                    EXIT_NEW_LEMONS
-                } else {
-                    EXIT_OK
-                },
-            )
-        }
-        Command::Report(args) => {
-            let conn = db::open(&db_path, busy)?;
-            let scores = score(&conn, &cfg, now)?;
-            if args.reliability {
-                let format = match args.format {
-                    Format::Text => reliability::render::Format::Text,
-                    Format::Json => reliability::render::Format::Json,
-                    Format::Html => reliability::render::Format::Html,
-                    Format::Markdown => {
-                        return Err(LemonError::Usage(
-                            "--reliability writes text, json or html".into(),
-                        ))
-                    }
-                };
-                let out = reliability::cli::reliability_report(
-                    &conn,
-                    Some(&scores),
-                    &args.reliability_args,
-                    format,
-                    now,
-                    cfg.lemon.window_days,
-                )?;
-                emit(args.reliability_args.output.as_deref(), &out)?;
-                return Ok(EXIT_OK);
-            }
-            let rep = Report::new(
-                &scores,
-                cfg.lemon.window_days,
-                args.top,
-                now,
-                db::history_until(&conn)?,
-                report::decisions(&conn, REPORT_DECISIONS)?,
-            );
-            emit(
-                args.reliability_args.output.as_deref(),
-                &rep.render(args.format),
-            )?;
-            Ok(EXIT_OK)
-        }
-        Command::Ettr(args) => {
-            let (rate, source) = match args.failure_rate {
-                Some(r) => (r, "given".to_string()),
-                None => {
-                    if !db_path.exists() {
-                        return Err(LemonError::Usage(format!(
-                            "{} does not exist: pass --failure-rate (RSC-1: 6.5)",
-                            db_path.display()
-                        )));
-                    }
-                    let conn = db::open(&db_path, busy)?;
-                    let days = cfg.lemon.window_days;
-                    match reliability::cli::history_rate(&conn, now, days)? {
-                        Some(r) => (r, format!("lemon.db, jobs > 128 GPUs, last {days} days")),
-                        None => {
-                            return Err(LemonError::Usage(format!(
-                                "no jobs > 128 GPUs in lemon.db's last {days} days: pass --failure-rate (RSC-1: 6.5)"
-                            )))
-                        }
-                    }
-                }
-            };
-            print!("{}", reliability::cli::ettr_answer(&args, rate, &source)?);
-            Ok(EXIT_OK)
-        }
-        Command::Release(args) => {
-            let conn = db::open(&db_path, busy)?;
-            act::release(&conn, &args.node, &args.note, now)?;
-            println!(
-                "{}: released; its history before now no longer counts. lemon does not resume nodes: \
-                 when it is repaired, run {}",
-                args.node,
-                slurm.display(
-                    "scontrol",
-                    &["update", &format!("NodeName={}", args.node), "State=RESUME"]
-                )
-            );
-            Ok(EXIT_OK)
-        }
-        Command::Ticket(t) => {
-            let mut conn = db::open(&db_path, busy)?;
-            match t {
-                TicketCommand::Open { node, note } => {
-                    ingest::tickets::open(&conn, &node, &note, now)?;
-                    println!("{node}: ticket opened");
-                }
-                TicketCommand::Close { node, note } => {
-                    let n = ingest::tickets::close(&conn, &node, &note, now)?;
-                    if n == 0 {
-                        return Err(LemonError::Usage(format!(
-                            "{node} has no open ticket (see `lemon report`)"
-                        )));
-                    }
-                    println!("{node}: {n} ticket(s) closed");
-                }
-                TicketCommand::Import { file } => {
-                    let stats = ingest::tickets::import_csv(&mut conn, &file)?;
-                    let rep = ingest::IngestReport {
-                        sources: vec![(format!("tickets ({})", file.display()), stats)],
-                        failures: Vec::new(),
-                    };
-                    print!("{}", rep.text());
-                }
-            }
-            Ok(EXIT_OK)
         }
     }
+    Ok(EXIT_OK)
 }
 
 fn ingest_ctx<'a>(cfg: &Config, slurm: &'a SlurmCommands, now: i64) -> IngestContext<'a> {
@@ -235,15 +289,26 @@ fn ingest_ctx<'a>(cfg: &Config, slurm: &'a SlurmCommands, now: i64) -> IngestCon
     }
 }
 
-/// Computes the signals and applies the rules.
-pub fn score(conn: &Connection, cfg: &Config, now: i64) -> Result<Scores> {
-    let params = SignalParams {
+/// The scoring's settings from config.
+fn signal_params(cfg: &Config) -> SignalParams {
+    SignalParams {
         window_days: cfg.lemon.window_days,
-        user_error_exit_codes: cfg.lemon.user_error_exit_codes.clone(),
+        attribution: attribution_params(cfg),
         early_fail_s: cfg.lemon.early_fail_s,
-    };
-    let fleet = signals::compute(conn, &params, now)?;
+    }
+}
+
+/// Computes the signals and applies the rules. Writes nothing.
+pub fn score(conn: &Connection, cfg: &Config, now: i64) -> Result<Scores> {
+    let fleet = signals::compute(conn, &signal_params(cfg), now)?;
     Ok(decide::decide(fleet, &cfg.lemon))
+}
+
+/// The attribution's settings from config.
+pub fn attribution_params(cfg: &Config) -> AttributionParams {
+    AttributionParams {
+        user_error_exit_codes: cfg.lemon.user_error_exit_codes.clone(),
+    }
 }
 
 /// Why this run must not drain anything, if it must not.

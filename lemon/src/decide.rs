@@ -11,14 +11,14 @@
 //! A threshold is the configured value, else the fleet's `fleet_quantile`
 //! of that signal, but never below the configured floor.
 
-use crate::signals::{FleetSignals, NodeSignals, SIGNALS};
+use crate::signals::{FleetSignals, NodeSignals, Signal};
 use lemonade_config::LemonSettings;
 use serde::Serialize;
 
 /// One tripped threshold rule.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Trip {
-    pub signal: &'static str,
+    pub signal: Signal,
     pub value: f64,
     pub threshold: f64,
 }
@@ -39,15 +39,17 @@ pub struct Verdict {
 /// The thresholds in force for one scoring.
 #[derive(Debug, Clone, Serialize)]
 pub struct Thresholds {
-    pub values: Vec<(&'static str, f64)>,
+    /// One per signal, in [`Signal::ALL`]'s order.
+    pub values: Vec<(Signal, f64)>,
 }
 
 impl Thresholds {
-    pub fn get(&self, name: &str) -> f64 {
+    pub fn get(&self, signal: Signal) -> f64 {
         self.values
             .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(f64::INFINITY, |(_, v)| *v)
+            .find(|(s, _)| *s == signal)
+            .map(|(_, v)| *v)
+            .expect("every signal has a threshold")
     }
 }
 
@@ -57,7 +59,8 @@ pub struct Scores {
     pub window_start: i64,
     pub window_end: i64,
     pub fleet_nodes: usize,
-    /// Attributed failures per 1000 node-days.
+    /// Hardware failures (attributed to nodes) per 1000 node-days, lemons
+    /// excepted: the paper's r_f, what a healthy node is expected to fail.
     pub fleet_rate_per_1000_node_days: f64,
     pub attributed_failures: u64,
     pub unattributed_failures: u64,
@@ -111,75 +114,102 @@ pub fn quantile(values: &mut [f64], q: f64) -> f64 {
     values[rank - 1]
 }
 
-fn configured(cfg: &LemonSettings, name: &str) -> (Option<f64>, f64) {
+fn configured(cfg: &LemonSettings, signal: Signal) -> (Option<f64>, f64) {
     let t = &cfg.thresholds;
     let f = &cfg.threshold_floors;
-    match name {
-        "excl_jobid_count" => (t.excl_jobid_count, f.excl_jobid_count),
-        "xid_cnt" => (t.xid_cnt, f.xid_cnt),
-        "tickets" => (t.tickets, f.tickets),
-        "out_count" => (t.out_count, f.out_count),
-        "multi_node_node_fails" => (t.multi_node_node_fails, f.multi_node_node_fails),
-        "single_node_node_fails" => (t.single_node_node_fails, f.single_node_node_fails),
-        "single_node_node_failure_rate" => (
+    match signal {
+        Signal::ExclJobidCount => (t.excl_jobid_count, f.excl_jobid_count),
+        Signal::XidCnt => (t.xid_cnt, f.xid_cnt),
+        Signal::Tickets => (t.tickets, f.tickets),
+        Signal::OutCount => (t.out_count, f.out_count),
+        Signal::MultiNodeNodeFails => (t.multi_node_node_fails, f.multi_node_node_fails),
+        Signal::SingleNodeNodeFails => (t.single_node_node_fails, f.single_node_node_fails),
+        Signal::SingleNodeNodeFailureRate => (
             t.single_node_node_failure_rate,
             f.single_node_node_failure_rate,
         ),
-        "early_fails" => (t.early_fails, f.early_fails),
-        _ => (None, f64::INFINITY),
+        Signal::EarlyFails => (t.early_fails, f.early_fails),
     }
 }
 
-/// Applies the rules to the fleet's signals.
-pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
-    let thresholds = Thresholds {
-        values: SIGNALS
+/// The thresholds of every signal: configured, else the fleet's quantile
+/// but at least the floor.
+fn thresholds(fleet: &FleetSignals, cfg: &LemonSettings) -> Thresholds {
+    Thresholds {
+        values: Signal::ALL
             .iter()
-            .map(|&name| {
-                let (set, floor) = configured(cfg, name);
+            .map(|&signal| {
+                let (set, floor) = configured(cfg, signal);
                 let t = set.unwrap_or_else(|| {
-                    let mut v: Vec<f64> = fleet.nodes.iter().map(|n| n.get(name)).collect();
+                    let mut v: Vec<f64> = fleet.nodes.iter().map(|n| n.get(signal)).collect();
                     quantile(&mut v, cfg.fleet_quantile).max(floor)
                 });
-                (name, t)
+                (signal, t)
             })
             .collect(),
-    };
-    let rate = if fleet.node_days > 0.0 {
-        fleet.attributed_failures as f64 / fleet.node_days
+    }
+}
+
+/// The verdict on one node given the fleet's hardware rate per node-day.
+fn judge(s: NodeSignals, thresholds: &Thresholds, rate: f64, cfg: &LemonSettings) -> Verdict {
+    let tripped: Vec<Trip> = thresholds
+        .values
+        .iter()
+        .filter_map(|&(signal, t)| {
+            let value = s.get(signal);
+            (value > 0.0 && value >= t).then_some(Trip {
+                signal,
+                value,
+                threshold: t,
+            })
+        })
+        .collect();
+    let expected = rate * s.node_days;
+    let p_value = poisson_tail(s.fails(), expected);
+    let poisson_tripped = s.fails() > 0 && p_value < cfg.p_value;
+    let gate = s.fails() >= cfg.min_failing_jobs && s.failing_days >= cfg.min_failing_days;
+    let flagged = gate && (poisson_tripped || tripped.len() >= 2);
+    Verdict {
+        signals: s,
+        tripped,
+        p_value,
+        expected_fails: expected,
+        poisson_tripped,
+        flagged,
+    }
+}
+
+/// The fleet's hardware failure rate per node-day (the paper's r_f), over
+/// the nodes `keep` says are not lemons: lemons would raise the background
+/// they are judged against.
+fn hardware_rate(nodes: &[NodeSignals], keep: &dyn Fn(&NodeSignals) -> bool) -> f64 {
+    let (fails, days) = nodes
+        .iter()
+        .filter(|s| keep(s))
+        .fold((0u64, 0.0), |(f, d), s| (f + u64::from(s.fails()), d + s.node_days));
+    if days > 0.0 {
+        fails as f64 / days
     } else {
         0.0
-    };
+    }
+}
+
+/// Applies the rules to the fleet's signals. The rate is estimated twice:
+/// over all nodes, then over the nodes the first pass did not flag.
+pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
+    let thresholds = thresholds(&fleet, cfg);
+    let first = hardware_rate(&fleet.nodes, &|_| true);
+    let lemons: std::collections::HashSet<i64> = fleet
+        .nodes
+        .iter()
+        .filter(|s| judge((*s).clone(), &thresholds, first, cfg).flagged)
+        .map(|s| s.node_id)
+        .collect();
+    let rate = hardware_rate(&fleet.nodes, &|s| !lemons.contains(&s.node_id));
     let mut verdicts: Vec<Verdict> = fleet
         .nodes
         .into_iter()
-        .map(|s| {
-            let tripped: Vec<Trip> = thresholds
-                .values
-                .iter()
-                .filter_map(|&(name, t)| {
-                    let value = s.get(name);
-                    (value > 0.0 && value >= t).then_some(Trip {
-                        signal: name,
-                        value,
-                        threshold: t,
-                    })
-                })
-                .collect();
-            let expected = rate * s.node_days;
-            let p_value = poisson_tail(s.fails(), expected);
-            let poisson_tripped = s.fails() > 0 && p_value < cfg.p_value;
-            let gate = s.fails() >= cfg.min_failing_jobs && s.failing_days >= cfg.min_failing_days;
-            let flagged = gate && (poisson_tripped || tripped.len() >= 2);
-            Verdict {
-                signals: s,
-                tripped,
-                p_value,
-                expected_fails: expected,
-                poisson_tripped,
-                flagged,
-            }
-        })
+        .map(|s| judge(s, &thresholds, rate, cfg))
         .collect();
     verdicts.sort_by(|a, b| {
         b.flagged
@@ -210,23 +240,9 @@ pub fn reason(v: &Verdict, window_days: u32) -> String {
         r.push_str(&format!(" p={:.0e}", v.p_value));
     }
     for t in &v.tripped {
-        r.push_str(&format!(" {}={}", short(t.signal), fmt_value(t.value)));
+        r.push_str(&format!(" {}={}", t.signal.short(), fmt_value(t.value)));
     }
     lemonade_slurm::reason::truncate(&r)
-}
-
-fn short(signal: &str) -> &str {
-    match signal {
-        "excl_jobid_count" => "excl",
-        "xid_cnt" => "xid",
-        "tickets" => "tickets",
-        "out_count" => "out",
-        "multi_node_node_fails" => "multi",
-        "single_node_node_fails" => "single",
-        "single_node_node_failure_rate" => "rate",
-        "early_fails" => "early",
-        s => s,
-    }
 }
 
 /// A signal value as reports print it: integers without decimals.
@@ -302,7 +318,7 @@ mod tests {
         let mut cfg = LemonSettings::default();
         cfg.thresholds.tickets = Some(1.0);
         let scores = decide(fleet(vec![node("a", 0, 0, 1.0)]), &cfg);
-        assert_eq!(scores.thresholds.get("tickets"), 1.0);
-        assert_eq!(scores.thresholds.get("xid_cnt"), 3.0);
+        assert_eq!(scores.thresholds.get(Signal::Tickets), 1.0);
+        assert_eq!(scores.thresholds.get(Signal::XidCnt), 3.0);
     }
 }

@@ -7,7 +7,7 @@ use crate::db;
 use crate::decide::{fmt_value, Scores, Verdict};
 use crate::error::Result;
 use crate::ingest::IngestReport;
-use crate::signals::SIGNALS;
+use crate::signals::Signal;
 use lemonade_sql::rusqlite::{params, Connection};
 use serde::Serialize;
 use std::fmt::Write;
@@ -55,7 +55,7 @@ pub struct Report<'a> {
     pub attributed_failures: u64,
     pub unattributed_failures: u64,
     pub user_error_failures: u64,
-    pub thresholds: &'a [(&'static str, f64)],
+    pub thresholds: &'a [(Signal, f64)],
     pub flagged: Vec<&'a Verdict>,
     /// The next-worst nodes, for context.
     pub others: Vec<&'a Verdict>,
@@ -125,7 +125,7 @@ impl<'a> Report<'a> {
         );
         let _ = writeln!(
             s,
-            "fleet: {} nodes, {:.2} attributed failures per 1000 node-days ({} attributed, {} unattributed, {} user errors)",
+            "fleet: {} nodes, {:.2} hardware failures per 1000 node-days ({} failed jobs blamed on nodes, {} unattributed, {} the users' own)",
             self.fleet_nodes,
             self.fleet_rate_per_1000_node_days,
             self.attributed_failures,
@@ -202,7 +202,7 @@ impl<'a> Report<'a> {
         );
         let _ = writeln!(
             s,
-            "Fleet: {} nodes, {:.2} attributed failures per 1000 node-days ({} attributed, {} unattributed, {} user errors).\n",
+            "Fleet: {} nodes, {:.2} hardware failures per 1000 node-days ({} failed jobs blamed on nodes, {} unattributed, {} the users' own).\n",
             self.fleet_nodes,
             self.fleet_rate_per_1000_node_days,
             self.attributed_failures,
@@ -211,11 +211,11 @@ impl<'a> Report<'a> {
         );
         let _ = writeln!(s, "## Nodes\n");
         let _ = write!(s, "| node | flagged | fails | p |");
-        for n in SIGNALS {
+        for n in Signal::ALL {
             let _ = write!(s, " {n} |");
         }
         let _ = write!(s, "\n|---|---|---|---|");
-        for _ in SIGNALS {
+        for _ in Signal::ALL {
             let _ = write!(s, "---|");
         }
         s.push('\n');
@@ -233,7 +233,7 @@ impl<'a> Report<'a> {
                 v.signals.fails(),
                 v.p_value
             );
-            for n in SIGNALS {
+            for n in Signal::ALL {
                 let tripped = v.tripped.iter().any(|t| t.signal == n);
                 let val = fmt_value(v.signals.get(n));
                 let _ = if tripped {
@@ -249,10 +249,23 @@ impl<'a> Report<'a> {
             for v in &self.flagged {
                 let _ = writeln!(
                     s,
-                    "* `{}`: {}",
+                    "* `{}`: {} jobs, {:.2} expected from the fleet's hardware rate (p = {:.2e})",
                     v.signals.node,
-                    v.signals.failing_jobs.join(", ")
+                    v.signals.fails(),
+                    v.expected_fails,
+                    v.p_value
                 );
+                for j in &v.signals.evidence {
+                    let _ = writeln!(
+                        s,
+                        "  * {} `{}` ({}): {}: {}",
+                        db::fmt_time(j.end),
+                        j.job_id,
+                        j.user,
+                        j.rule.as_str(),
+                        j.detail.replace('|', "\\|")
+                    );
+                }
             }
         }
         if let Some(a) = self.actions {
@@ -296,9 +309,9 @@ fn node_text(s: &mut String, v: &Verdict) {
             ""
         }
     );
-    let vals: Vec<String> = SIGNALS
+    let vals: Vec<String> = Signal::ALL
         .iter()
-        .map(|n| format!("{n}={}", fmt_value(v.signals.get(n))))
+        .map(|n| format!("{n}={}", fmt_value(v.signals.get(*n))))
         .collect();
     let _ = writeln!(s, "    signals: {}", vals.join(" "));
     let rules: Vec<String> = v
@@ -312,5 +325,16 @@ fn node_text(s: &mut String, v: &Verdict) {
         if v.poisson_tripped { "poisson " } else { "" },
         rules.join(" ")
     );
-    let _ = writeln!(s, "    jobs: {}", v.signals.failing_jobs.join(" "));
+    let _ = writeln!(s, "    jobs counted against it, with the evidence:");
+    for j in &v.signals.evidence {
+        let _ = writeln!(
+            s,
+            "      {} {} {:<16} {}: {}",
+            db::fmt_time(j.end),
+            j.user,
+            j.job_id,
+            j.rule.as_str(),
+            j.detail
+        );
+    }
 }

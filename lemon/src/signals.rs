@@ -4,25 +4,89 @@
 //! A node's history before its last `lemon release` is forgiven: every signal
 //! of that node starts at the later of the window start and the release.
 
-use crate::attribute::{self, Attribution, Evidence, FailedRun, Mark, Rule};
+use crate::attribute::{
+    self, Attribution, AttributionParams, Evidence, FailedRun, Mark, Rule, UserStats,
+};
 use crate::db;
 use crate::error::Result;
 use crate::ingest::events::is_out_of_service;
+use lemonade_slurm::reason::{self, ReasonOwner};
 use lemonade_sql::rusqlite::{params, Connection};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 
-/// The signal names, in report order.
-pub const SIGNALS: [&str; 8] = [
-    "excl_jobid_count",
-    "xid_cnt",
-    "tickets",
-    "out_count",
-    "multi_node_node_fails",
-    "single_node_node_fails",
-    "single_node_node_failure_rate",
-    "early_fails",
-];
+/// One of the per-node signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    ExclJobidCount,
+    XidCnt,
+    Tickets,
+    OutCount,
+    MultiNodeNodeFails,
+    SingleNodeNodeFails,
+    SingleNodeNodeFailureRate,
+    EarlyFails,
+}
+
+impl Signal {
+    /// Every signal, in report order.
+    pub const ALL: [Signal; 8] = [
+        Signal::ExclJobidCount,
+        Signal::XidCnt,
+        Signal::Tickets,
+        Signal::OutCount,
+        Signal::MultiNodeNodeFails,
+        Signal::SingleNodeNodeFails,
+        Signal::SingleNodeNodeFailureRate,
+        Signal::EarlyFails,
+    ];
+
+    /// The name in config, JSON and reports (the paper's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::ExclJobidCount => "excl_jobid_count",
+            Signal::XidCnt => "xid_cnt",
+            Signal::Tickets => "tickets",
+            Signal::OutCount => "out_count",
+            Signal::MultiNodeNodeFails => "multi_node_node_fails",
+            Signal::SingleNodeNodeFails => "single_node_node_fails",
+            Signal::SingleNodeNodeFailureRate => "single_node_node_failure_rate",
+            Signal::EarlyFails => "early_fails",
+        }
+    }
+
+    /// The short name of a drain reason.
+    pub fn short(self) -> &'static str {
+        match self {
+            Signal::ExclJobidCount => "excl",
+            Signal::XidCnt => "xid",
+            Signal::Tickets => "tickets",
+            Signal::OutCount => "out",
+            Signal::MultiNodeNodeFails => "multi",
+            Signal::SingleNodeNodeFails => "single",
+            Signal::SingleNodeNodeFailureRate => "rate",
+            Signal::EarlyFails => "early",
+        }
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One job counted against a node, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlamedJob {
+    pub job_id: String,
+    pub end: i64,
+    pub user: String,
+    pub rule: Rule,
+    pub category: String,
+    pub detail: String,
+}
 
 /// One node's signals and the evidence behind them.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -40,7 +104,7 @@ pub struct NodeSignals {
     pub out_count: u32,
     /// Distinct multi-node jobs whose failure was attributed to the node.
     pub multi_node_node_fails: u32,
-    /// Distinct single-node jobs that failed on the node (user errors excepted).
+    /// Distinct single-node jobs whose failure was attributed to the node.
     pub single_node_node_fails: u32,
     /// `single_node_node_fails` over the single-node jobs the node ran.
     pub single_node_node_failure_rate: f64,
@@ -55,21 +119,22 @@ pub struct NodeSignals {
     pub failing_jobs: Vec<String>,
     /// Distinct UTC days with an attributed failure.
     pub failing_days: u32,
+    /// Every run counted against the node with its evidence, by end time.
+    pub evidence: Vec<BlamedJob>,
 }
 
 impl NodeSignals {
-    /// A signal's value by name.
-    pub fn get(&self, name: &str) -> f64 {
-        match name {
-            "excl_jobid_count" => self.excl_jobid_count.into(),
-            "xid_cnt" => self.xid_cnt.into(),
-            "tickets" => self.tickets.into(),
-            "out_count" => self.out_count.into(),
-            "multi_node_node_fails" => self.multi_node_node_fails.into(),
-            "single_node_node_fails" => self.single_node_node_fails.into(),
-            "single_node_node_failure_rate" => self.single_node_node_failure_rate,
-            "early_fails" => self.early_fails.into(),
-            _ => 0.0,
+    /// A signal's value.
+    pub fn get(&self, signal: Signal) -> f64 {
+        match signal {
+            Signal::ExclJobidCount => self.excl_jobid_count.into(),
+            Signal::XidCnt => self.xid_cnt.into(),
+            Signal::Tickets => self.tickets.into(),
+            Signal::OutCount => self.out_count.into(),
+            Signal::MultiNodeNodeFails => self.multi_node_node_fails.into(),
+            Signal::SingleNodeNodeFails => self.single_node_node_fails.into(),
+            Signal::SingleNodeNodeFailureRate => self.single_node_node_failure_rate,
+            Signal::EarlyFails => self.early_fails.into(),
         }
     }
 
@@ -96,103 +161,50 @@ pub struct FleetSignals {
 #[derive(Debug, Clone)]
 pub struct SignalParams {
     pub window_days: u32,
-    pub user_error_exit_codes: Vec<i32>,
+    pub attribution: AttributionParams,
     pub early_fail_s: i64,
 }
 
-/// Computes every node's signals for the window ending at `now`, and stores
-/// the attribution of each failed run (for the report and the reliability report).
+/// Computes every node's signals for the window ending at `now`. Reads only.
 pub fn compute(conn: &Connection, p: &SignalParams, now: i64) -> Result<FleetSignals> {
+    Ok(compute_with_window(conn, p, now)?.0)
+}
+
+/// [`compute`], and the attributions it rests on (for `lemon run` to keep).
+pub fn compute_with_window(
+    conn: &Connection,
+    p: &SignalParams,
+    now: i64,
+) -> Result<(FleetSignals, Window)> {
     let t0 = now - i64::from(p.window_days) * 86_400;
     let names = db::node_names(conn)?;
     let releases = db::releases(conn)?;
     let since = |node: i64| releases.get(&node).map_or(t0, |&r| r.max(t0));
 
     let mut per: HashMap<i64, NodeSignals> = HashMap::new();
-
-    // Exposure: runs per node.
-    for (node, e) in exposure(conn, t0, now, &since)? {
+    let window = attribute_range(conn, t0, now, &p.attribution, &since)?;
+    for (&node, e) in &window.exposure {
         let s = entry(&mut per, &names, node);
         s.jobs = e.jobs;
         s.single_node_jobs = e.single_node_jobs;
         s.node_days = e.node_days;
     }
+    count_node_history(conn, t0, now, &since, &mut per, &names)?;
 
-    let ev = load_evidence(conn, t0, now)?;
-
-    // XIDs: distinct codes.
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT node, at, code FROM health
-             WHERE kind = 'event' AND code LIKE 'XID%' AND at > ?1 AND at <= ?2",
-        )?;
-        let mut seen: HashMap<i64, BTreeSet<String>> = HashMap::new();
-        let mut rows = stmt.query(params![t0, now])?;
-        while let Some(r) = rows.next()? {
-            let node: i64 = r.get(0)?;
-            if r.get::<_, i64>(1)? > since(node) {
-                seen.entry(node).or_default().insert(r.get(2)?);
-            }
-        }
-        for (node, codes) in seen {
-            entry(&mut per, &names, node).xid_cnt = codes.len() as u32;
-        }
-    }
-    // Out of service, lemon's own drains excepted (they would feed back).
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT node, start_time, state FROM node_events
-             WHERE start_time > ?1 AND start_time <= ?2 AND owner != 'lemon'",
-        )?;
-        let mut rows = stmt.query(params![t0, now])?;
-        while let Some(r) = rows.next()? {
-            let node: i64 = r.get(0)?;
-            let state: String = r.get(2)?;
-            if r.get::<_, i64>(1)? > since(node) && is_out_of_service(&state) {
-                entry(&mut per, &names, node).out_count += 1;
-            }
-        }
-    }
-    for (sql, which) in [
-        (
-            "SELECT node, opened_at FROM tickets WHERE opened_at > ?1 AND opened_at <= ?2",
-            0,
-        ),
-        (
-            "SELECT node, first_seen FROM exclusions WHERE first_seen > ?1 AND first_seen <= ?2",
-            1,
-        ),
-    ] {
-        let mut stmt = conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(params![t0, now])?;
-        while let Some(r) = rows.next()? {
-            let node: i64 = r.get(0)?;
-            if r.get::<_, i64>(1)? > since(node) {
-                let s = entry(&mut per, &names, node);
-                if which == 0 {
-                    s.tickets += 1;
-                } else {
-                    s.excl_jobid_count += 1;
-                }
-            }
-        }
-    }
-
-    // Failures and their attribution.
-    let attributed = attribute_range(conn, t0, now, &p.user_error_exit_codes, &ev)?;
     let mut fleet = FleetSignals {
         window_start: t0,
         window_end: now,
         ..FleetSignals::default()
     };
     let mut blamed: HashMap<i64, Blame> = HashMap::new();
-    let mut job_names: HashMap<i64, String> = HashMap::new();
-    for (run, job_id, a) in &attributed {
-        match (a.node, a.rule) {
-            (Some(node), rule) if run.end > since(node) => {
+    for (run, a) in window.runs.iter().zip(&window.attributions) {
+        match a.node {
+            Some(node) if run.end > since(node) => {
                 let b = blamed.entry(node).or_default();
-                let new_job = b.all.insert(run.job_id_raw);
-                if rule == Rule::SingleNode {
+                if b.all.insert(run.job_id_raw) {
+                    fleet.attributed_failures += 1;
+                }
+                if run.nodes.len() == 1 {
                     b.single.insert(run.job_id_raw);
                 } else {
                     b.multi.insert(run.job_id_raw);
@@ -201,28 +213,34 @@ pub fn compute(conn: &Connection, p: &SignalParams, now: i64) -> Result<FleetSig
                     b.early.insert(run.job_id_raw);
                 }
                 b.days.insert(run.end.div_euclid(86_400));
-                job_names.insert(run.job_id_raw, job_id.clone());
-                if new_job {
-                    fleet.attributed_failures += 1;
-                }
-                entry(&mut per, &names, node);
+                b.jobs.push(BlamedJob {
+                    job_id: run.job_id.clone(),
+                    end: run.end,
+                    user: window.users.names[run.user as usize].clone(),
+                    rule: a.rule,
+                    category: a.category.clone(),
+                    detail: a.detail.clone(),
+                });
             }
-            (Some(_), _) => {}
-            (None, Rule::UserError) => fleet.user_error_failures += 1,
-            (None, _) => fleet.unattributed_failures += 1,
+            Some(_) => {}
+            None if a.category == "user" => fleet.user_error_failures += 1,
+            None => fleet.unattributed_failures += 1,
         }
     }
     for (node, b) in blamed {
         let s = entry(&mut per, &names, node);
+        let mut seen = BTreeSet::new();
         s.failing_jobs = b
-            .all
+            .jobs
             .iter()
-            .map(|j| job_names.get(j).cloned().unwrap_or_else(|| j.to_string()))
+            .filter(|j| seen.insert(j.job_id.clone()))
+            .map(|j| j.job_id.clone())
             .collect();
         s.single_node_node_fails = b.single.len() as u32;
         s.multi_node_node_fails = b.multi.len() as u32;
         s.early_fails = b.early.len() as u32;
         s.failing_days = b.days.len() as u32;
+        s.evidence = b.jobs;
     }
     for s in per.values_mut() {
         if s.single_node_jobs > 0 {
@@ -234,18 +252,99 @@ pub fn compute(conn: &Connection, p: &SignalParams, now: i64) -> Result<FleetSig
     fleet.nodes = per.into_values().filter(|s| !s.node.is_empty()).collect();
     fleet.nodes.sort_by(|a, b| a.node.cmp(&b.node));
     fleet.node_days = fleet.nodes.iter().map(|s| s.node_days).sum();
-    Ok(fleet)
+    Ok((fleet, window))
+}
+
+/// XIDs, out-of-service events, tickets and exclusions per node.
+fn count_node_history(
+    conn: &Connection,
+    t0: i64,
+    now: i64,
+    since: &dyn Fn(i64) -> i64,
+    per: &mut HashMap<i64, NodeSignals>,
+    names: &HashMap<i64, String>,
+) -> Result<()> {
+    // XIDs: distinct codes.
+    let mut stmt = conn.prepare_cached(
+        "SELECT node, at, code FROM health
+         WHERE kind = 'event' AND code LIKE 'XID%' AND at > ?1 AND at <= ?2",
+    )?;
+    let mut seen: HashMap<i64, BTreeSet<String>> = HashMap::new();
+    let mut rows = stmt.query(params![t0, now])?;
+    while let Some(r) = rows.next()? {
+        let node: i64 = r.get(0)?;
+        if r.get::<_, i64>(1)? > since(node) {
+            seen.entry(node).or_default().insert(r.get(2)?);
+        }
+    }
+    for (node, codes) in seen {
+        entry(per, names, node).xid_cnt = codes.len() as u32;
+    }
+    // Out of service, lemon's own drains excepted (they would feed back).
+    let mut stmt = conn.prepare_cached(
+        "SELECT node, start_time, state FROM node_events
+         WHERE start_time > ?1 AND start_time <= ?2 AND owner != 'lemon'",
+    )?;
+    let mut rows = stmt.query(params![t0, now])?;
+    while let Some(r) = rows.next()? {
+        let node: i64 = r.get(0)?;
+        let state: String = r.get(2)?;
+        if r.get::<_, i64>(1)? > since(node) && is_out_of_service(&state) {
+            entry(per, names, node).out_count += 1;
+        }
+    }
+    for (sql, tickets) in [
+        (
+            "SELECT node, opened_at FROM tickets WHERE opened_at > ?1 AND opened_at <= ?2",
+            true,
+        ),
+        (
+            "SELECT node, first_seen FROM exclusions WHERE first_seen > ?1 AND first_seen <= ?2",
+            false,
+        ),
+    ] {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(params![t0, now])?;
+        while let Some(r) = rows.next()? {
+            let node: i64 = r.get(0)?;
+            if r.get::<_, i64>(1)? > since(node) {
+                let s = entry(per, names, node);
+                if tickets {
+                    s.tickets += 1;
+                } else {
+                    s.excl_jobid_count += 1;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs, single-node runs and node-days per node.
 #[derive(Default, Clone, Copy)]
-struct Exposure {
-    jobs: u32,
-    single_node_jobs: u32,
-    node_days: f64,
+pub struct Exposure {
+    pub jobs: u32,
+    pub single_node_jobs: u32,
+    pub node_days: f64,
 }
 
-/// Exposure of every node over the window.
+/// The failed runs of a range, who they are blamed on, and what that took.
+#[derive(Debug, Default)]
+pub struct Window {
+    pub runs: Vec<FailedRun>,
+    /// One per run, in the same order.
+    pub attributions: Vec<Attribution>,
+    pub users: UserStats,
+    pub exposure: HashMap<i64, Exposure>,
+}
+
+impl std::fmt::Debug for Exposure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} jobs, {:.2} node-days", self.jobs, self.node_days)
+    }
+}
+
+/// Exposure of every node over the window, and every user's runs.
 ///
 /// Two sequential scans merged by job id (the window's jobs from the first
 /// id that ends in it, and `job_nodes` from the same id) instead of a join
@@ -256,14 +355,16 @@ fn exposure(
     t0: i64,
     now: i64,
     since: &dyn Fn(i64) -> i64,
-) -> Result<Vec<(i64, Exposure)>> {
+    users: &mut UserStats,
+    user_index: &mut HashMap<String, u32>,
+) -> Result<HashMap<i64, Exposure>> {
     let first: Option<i64> = conn.query_row(
         "SELECT min(id) FROM jobs WHERE end_time > ?1 AND end_time <= ?2",
         params![t0, now],
         |r| r.get(0),
     )?;
     let Some(first) = first else {
-        return Ok(Vec::new());
+        return Ok(HashMap::new());
     };
     let max_node: i64 = conn.query_row("SELECT ifnull(max(id), 0) FROM nodes", [], |r| r.get(0))?;
     let mut per = vec![Exposure::default(); max_node as usize + 1];
@@ -286,7 +387,7 @@ fn exposure(
     let mut multi: Vec<(i64, Option<i64>, i64)> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(
-            "SELECT id, node, start_time, end_time FROM jobs WHERE id >= ?1 ORDER BY id",
+            "SELECT id, node, start_time, end_time, user FROM jobs WHERE id >= ?1 ORDER BY id",
         )?;
         let mut rows = stmt.query([first])?;
         while let Some(r) = rows.next()? {
@@ -294,9 +395,20 @@ fn exposure(
             if end <= t0 || end > now {
                 continue;
             }
-            match r.get::<_, Option<i64>>(1)? {
-                Some(node) => add(node, true, r.get(2)?, end),
-                None => multi.push((r.get(0)?, r.get(2)?, end)),
+            let node: Option<i64> = r.get(1)?;
+            let start: Option<i64> = r.get(2)?;
+            if start.is_some() {
+                let name = r
+                    .get_ref(4)?
+                    .as_str_or_null()
+                    .map_err(lemonade_sql::rusqlite::Error::from)?
+                    .unwrap_or("");
+                let user = users.intern(user_index, name);
+                users.add_run(user, node);
+            }
+            match node {
+                Some(node) => add(node, true, start, end),
+                None => multi.push((r.get(0)?, start, end)),
             }
         }
     }
@@ -337,7 +449,8 @@ fn entry<'a>(
     })
 }
 
-/// Distinct job ids blamed on one node, by kind, and the days they failed on.
+/// Distinct job ids blamed on one node, by kind, the days they failed on,
+/// and the runs with their evidence.
 #[derive(Default)]
 struct Blame {
     all: BTreeSet<i64>,
@@ -345,29 +458,34 @@ struct Blame {
     multi: BTreeSet<i64>,
     early: BTreeSet<i64>,
     days: BTreeSet<i64>,
+    jobs: Vec<BlamedJob>,
 }
 
-/// Attributes every failed run that ended in `(t0, t1]` (see [`attribute`])
-/// and stores the result in `attributions`, for the reports. `ev` must cover
-/// the range; [`evidence`] loads it.
+/// Attributes every failed run that ended in `(t0, t1]` with
+/// [`attribute::attribute_all`]: the one attribution of scoring, `lemon run`
+/// and the reliability report. Reads only; `since` gives each node's start
+/// of history (its last release). [`store_attributions`] keeps the result.
 pub fn attribute_range(
     conn: &Connection,
     t0: i64,
     t1: i64,
-    user_error_exit_codes: &[i32],
-    ev: &Evidence,
-) -> Result<Vec<(FailedRun, String, Attribution)>> {
-    let failed = load_failed(conn, t0, t1)?;
-    let out: Vec<(FailedRun, String, Attribution)> = failed
-        .into_iter()
-        .map(|(run, job_id)| {
-            let a = attribute::attribute(&run, ev, user_error_exit_codes);
-            (run, job_id, a)
-        })
-        .collect();
-    let list: Vec<(i64, &Attribution)> = out.iter().map(|(r, _, a)| (r.row_id, a)).collect();
-    store_attributions(conn, &list, t1)?;
-    Ok(out)
+    p: &AttributionParams,
+    since: &dyn Fn(i64) -> i64,
+) -> Result<Window> {
+    let mut users = UserStats::default();
+    let mut user_index = HashMap::new();
+    let exposure = exposure(conn, t0, t1, since, &mut users, &mut user_index)?;
+    let runs = load_failed(conn, t0, t1, &mut users, &mut user_index)?;
+    users.add_crashes(&runs);
+    let ev = load_evidence(conn, t0, t1)?;
+    let node_days: HashMap<i64, f64> = exposure.iter().map(|(&n, e)| (n, e.node_days)).collect();
+    let attributions = attribute::attribute_all(&runs, &ev, &users, &node_days, p);
+    Ok(Window {
+        runs,
+        attributions,
+        users,
+        exposure,
+    })
 }
 
 /// The attribution evidence for runs ending in `(t0, t1]`.
@@ -375,32 +493,45 @@ pub fn evidence(conn: &Connection, t0: i64, t1: i64) -> Result<Evidence> {
     load_evidence(conn, t0, t1)
 }
 
-/// Findings, out-of-service events and failed task exits around the window.
+/// Findings, node events of our checks and of Slurm, and failed task exits
+/// around the window.
 fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
     let (lo, hi) = (t0 - attribute::BEFORE_END_S, now + attribute::AFTER_END_S);
     let mut ev = Evidence::default();
     let mut stmt = conn.prepare_cached(
-        "SELECT node, at, check_name FROM health
+        "SELECT node, at, check_name, code, entity FROM health
          WHERE kind = 'finding' AND severity IN ('drain', 'down') AND at >= ?1 AND at <= ?2",
     )?;
     let mut rows = stmt.query(params![lo, hi])?;
     while let Some(r) = rows.next()? {
+        let check: Option<String> = r.get(2)?;
+        let code: Option<String> = r.get(3)?;
+        let entity: Option<String> = r.get(4)?;
         ev.findings.entry(r.get(0)?).or_default().push(Mark {
             at: r.get(1)?,
-            category: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+            what: format!(
+                "finding {} {}",
+                code.as_deref().unwrap_or("?"),
+                entity.as_deref().unwrap_or("")
+            )
+            .trim_end()
+            .to_string(),
+            category: check.unwrap_or_else(|| "unknown".into()),
         });
     }
     let mut stmt = conn.prepare_cached(
         "SELECT node, start_time, state, reason FROM node_events
-         WHERE start_time >= ?1 AND start_time <= ?2 AND owner != 'lemon'",
+         WHERE start_time >= ?1 AND start_time <= ?2 AND owner IN ('health_check', 'slurm')",
     )?;
     let mut rows = stmt.query(params![lo, hi])?;
     while let Some(r) = rows.next()? {
         let state: String = r.get(2)?;
+        let why: String = r.get(3)?;
         if is_out_of_service(&state) {
-            ev.out_events.entry(r.get(0)?).or_default().push(Mark {
+            ev.events.entry(r.get(0)?).or_default().push(Mark {
                 at: r.get(1)?,
-                category: r.get(3)?,
+                category: event_category(&why),
+                what: format!("event {state}: {why}"),
             });
         }
     }
@@ -426,10 +557,34 @@ fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
     Ok(ev)
 }
 
-/// Failed runs that ended in the window, with their nodes and display job id.
-fn load_failed(conn: &Connection, t0: i64, now: i64) -> Result<Vec<(FailedRun, String)>> {
+/// The category of a node event's reason: from the code of ours
+/// (`hc: XID_79 gpu3` is `xid`), `slurm` for Slurm's own.
+fn event_category(why: &str) -> String {
+    match reason::owner(why) {
+        ReasonOwner::HealthCheck => {
+            let code = why
+                .trim()
+                .strip_prefix(reason::HEALTHCHECK_PREFIX)
+                .unwrap_or(why)
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            attribute::category_of_code(code)
+        }
+        _ => "slurm".into(),
+    }
+}
+
+/// Failed runs that ended in the window, with their nodes.
+fn load_failed(
+    conn: &Connection,
+    t0: i64,
+    now: i64,
+    users: &mut UserStats,
+    user_index: &mut HashMap<String, u32>,
+) -> Result<Vec<FailedRun>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, job_id_raw, job_id, state, start_time, end_time, exit_code, node
+        "SELECT id, job_id_raw, job_id, state, start_time, end_time, exit_code, exit_signal, node, user
          FROM jobs WHERE end_time > ?1 AND end_time <= ?2 AND state IN ('FAILED', 'NODE_FAIL')
          ORDER BY end_time",
     )?;
@@ -438,38 +593,53 @@ fn load_failed(conn: &Connection, t0: i64, now: i64) -> Result<Vec<(FailedRun, S
     let mut rows = stmt.query(params![t0, now])?;
     while let Some(r) = rows.next()? {
         let row_id: i64 = r.get(0)?;
-        let nodes = match r.get::<_, Option<i64>>(7)? {
+        let nodes = match r.get::<_, Option<i64>>(8)? {
             Some(node) => vec![node],
             None => nodes_of
                 .query_map([row_id], |n| n.get(0))?
                 .collect::<Result<Vec<i64>, _>>()?,
         };
-        out.push((
-            FailedRun {
-                row_id,
-                job_id_raw: r.get(1)?,
-                state: r.get(3)?,
-                start: r.get(4)?,
-                end: r.get(5)?,
-                exit_code: r.get(6)?,
-                nodes,
-            },
-            r.get(2)?,
-        ));
+        if nodes.is_empty() {
+            continue;
+        }
+        let user: Option<String> = r.get(9)?;
+        out.push(FailedRun {
+            row_id,
+            job_id_raw: r.get(1)?,
+            job_id: r.get(2)?,
+            user: users.intern(user_index, user.as_deref().unwrap_or("")),
+            state: r.get(3)?,
+            start: r.get(4)?,
+            end: r.get(5)?,
+            exit_code: r.get(6)?,
+            exit_signal: r.get(7)?,
+            nodes,
+        });
     }
     Ok(out)
 }
 
-fn store_attributions(conn: &Connection, list: &[(i64, &Attribution)], now: i64) -> Result<()> {
+/// Keeps the attributions of a window in `attributions`, for later reports:
+/// `lemon run` calls it under its lock; scoring and reports write nothing.
+pub fn store_attributions(conn: &Connection, window: &Window, now: i64) -> Result<()> {
     conn.execute_batch("BEGIN")?;
     let result = (|| -> Result<()> {
         let mut up = conn.prepare_cached(
-            "INSERT INTO attributions(job, node, rule, category, computed_at) VALUES (?1, ?2, ?3, ?4, ?5)
+            "INSERT INTO attributions(job, node, rule, category, detail, computed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT(job) DO UPDATE SET node = excluded.node, rule = excluded.rule,
-                 category = excluded.category, computed_at = excluded.computed_at",
+                 category = excluded.category, detail = excluded.detail,
+                 computed_at = excluded.computed_at",
         )?;
-        for (job, a) in list {
-            up.execute(params![job, a.node, a.rule.as_str(), a.category, now])?;
+        for (run, a) in window.runs.iter().zip(&window.attributions) {
+            up.execute(params![
+                run.row_id,
+                a.node,
+                a.rule.as_str(),
+                a.category,
+                a.detail,
+                now
+            ])?;
         }
         Ok(())
     })();
@@ -554,10 +724,13 @@ mod tests {
         assert_eq!(ev.task_fails_ms[&11], [(n2, 19_000_100), (n1, 19_000_400)]);
         assert_eq!(ev.task_fails_ms[&12], [(n2, 19_500_000), (n1, 19_501_000)]);
 
-        let out = attribute_range(&conn, 10_000, 30_000, &[], &ev).unwrap();
-        let blamed: Vec<(String, Option<i64>, Rule)> = out
-            .into_iter()
-            .map(|(_, job, a)| (job, a.node, a.rule))
+        let w = attribute_range(&conn, 10_000, 30_000, &AttributionParams::default(), &|_| 0)
+            .unwrap();
+        let blamed: Vec<(String, Option<i64>, Rule)> = w
+            .runs
+            .iter()
+            .zip(&w.attributions)
+            .map(|(r, a)| (r.job_id.clone(), a.node, a.rule))
             .collect();
         assert_eq!(
             blamed,

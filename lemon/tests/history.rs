@@ -32,53 +32,115 @@ fn flagged(f: &Fixture) -> Vec<String> {
     scores.flagged().map(|v| v.signals.node.clone()).collect()
 }
 
-#[test]
-fn planted_lemons_are_found_and_nothing_else() {
-    // 80 times the background: about 12 failures per lemon in 28 days.
-    let f = load(&HistorySpec {
-        lemon_factor: 80.0,
-        ..HistorySpec::default()
-    });
-    assert!(f.truth.lemon_failures >= 20, "{:?}", f.truth.lemon_failures);
-    let mut got = flagged(&f);
-    got.sort();
-    assert_eq!(got, f.truth.lemons);
+/// Seeds of the realistic histories; every multiplier runs over all of them.
+const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+
+/// Flagged lemons, flagged nodes, planted lemons, and flagged confounders
+/// over [`SEEDS`] at `factor` times the background.
+fn detection(factor: f64) -> (usize, usize, usize, Vec<String>) {
+    let (mut hits, mut flagged_all, mut planted, mut confounded) = (0, 0, 0, Vec::new());
+    for seed in SEEDS {
+        let f = load(&HistorySpec::realistic(seed, factor));
+        let got = flagged(&f);
+        hits += got.iter().filter(|n| f.truth.lemons.contains(n)).count();
+        flagged_all += got.len();
+        planted += f.truth.lemons.len();
+        confounded.extend(
+            got.iter()
+                .filter(|n| f.truth.confounder_nodes.contains(n))
+                .map(|n| format!("seed {seed}: {n}")),
+        );
+        eprintln!(
+            "{factor}x seed {seed}: flagged {got:?}, lemons {:?}",
+            f.truth.lemons
+        );
+    }
+    eprintln!("{factor}x: {hits} of {planted} lemons found, {flagged_all} flagged");
+    (hits, flagged_all, planted, confounded)
 }
 
-#[test]
-fn a_healthy_fleet_at_the_papers_rate_stays_clean() {
-    for seed in [1, 2, 3] {
-        let f = load(&HistorySpec {
-            nodes: 1000,
-            jobs: 60_000,
-            lemons: 0,
-            seed,
-            ..HistorySpec::default()
-        });
-        assert!(f.truth.background_failures > 50);
-        assert_eq!(flagged(&f), Vec::<String>::new(), "seed {seed}");
+fn precision(hits: usize, flagged: usize) -> f64 {
+    if flagged == 0 {
+        1.0
+    } else {
+        hits as f64 / flagged as f64
     }
 }
 
 #[test]
-fn multi_node_failures_are_attributed_through_node_events() {
-    let f = load(&HistorySpec::default());
-    flagged(&f); // scoring stores the attributions
-    let by_rule: Vec<(String, i64)> = f
-        .conn
-        .prepare("SELECT rule, count(*) FROM attributions GROUP BY rule ORDER BY rule")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let rules: Vec<&str> = by_rule.iter().map(|(r, _)| r.as_str()).collect();
-    // Multi-node NODE_FAILs through the culprit's DOWN event; multi-node
-    // user errors (exit 127) stay unattributed.
-    assert!(rules.contains(&"node_event"), "{by_rule:?}");
-    assert!(rules.contains(&"unattributed"), "{by_rule:?}");
-    assert!(rules.contains(&"single_node"), "{by_rule:?}");
-    assert!(rules.contains(&"user_error"), "{by_rule:?}");
+fn at_ten_times_the_background_what_is_flagged_is_a_lemon() {
+    let (hits, flagged, planted, confounded) = detection(10.0);
+    assert!(precision(hits, flagged) >= 0.9, "{hits} of {flagged} flagged are lemons");
+    assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
+    assert!(hits <= planted);
+}
+
+#[test]
+fn at_thirty_times_the_background_what_is_flagged_is_a_lemon() {
+    // 30 times 6.5 per 1000 node-days is about 4 hardware failures in a
+    // lemon's 28 days, a quarter of them plain exit codes no one can tell
+    // from a user's bug: few lemons clear p < 1e-4 (README: 2 of 34 over
+    // these seeds). Precision holds.
+    let (hits, flagged, planted, confounded) = detection(30.0);
+    assert!(precision(hits, flagged) >= 0.9, "{hits} of {flagged} flagged are lemons");
+    assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
+    assert!(hits <= planted);
+}
+
+#[test]
+fn at_eighty_times_the_background_most_lemons_are_found() {
+    let (hits, flagged, planted, confounded) = detection(80.0);
+    assert!(precision(hits, flagged) >= 0.9, "{hits} of {flagged} flagged are lemons");
+    assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
+    let recall = hits as f64 / planted as f64;
+    assert!(recall >= 0.6, "recall {recall}: {hits} of {planted}");
+}
+
+#[test]
+fn at_three_times_the_background_lemons_stay_hidden_and_nothing_else_is_flagged() {
+    // Three times 6.5 per 1000 node-days is about 0.5 hardware failures in
+    // a node's 28 days: no count can tell such a node from a healthy one.
+    // What is honest to assert: no healthy node is flagged, and at most a
+    // few lemons are found.
+    let (hits, flagged, planted, confounded) = detection(3.0);
+    assert_eq!(hits, flagged, "only lemons may be flagged");
+    assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
+    assert!(hits * 5 <= planted, "{hits} of {planted} found at 3x");
+}
+
+#[test]
+fn a_user_whose_jobs_always_fail_never_makes_a_node_a_lemon() {
+    // One user fails every job, a third of them on one node, half by a
+    // signal, over weeks; the rest of the cluster is healthy.
+    let mut text = String::new();
+    let day = 86_400;
+    for k in 0..600i64 {
+        let node = if k % 3 == 0 { 7 } else { 1 + k % 40 };
+        let (state, exit) = if k % 2 == 0 { ("FAILED", "0:11") } else { ("FAILED", "1:0") };
+        let end = 1_000_000 + k * day / 20;
+        text.push_str(&format!(
+            "{id}|{id}|gpu{node:04}|1|{state}|{exit}|0:0|{}|{}|{end}|3600|b|bad|gres/gpu=8\n",
+            end - 7200,
+            end - 3600,
+            id = 10_000 + k
+        ));
+        // Another user's jobs succeed everywhere.
+        text.push_str(&format!(
+            "{id}|{id}|gpu{n:04}|1|COMPLETED|0:0|0:0|{}|{}|{end}|3600|b|good|gres/gpu=8\n",
+            end - 7200,
+            end - 3600,
+            id = 20_000 + k,
+            n = 1 + (k * 7) % 40
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let conn = db::open(&dir.path().join("l.db"), Duration::from_secs(5)).unwrap();
+    ingest::sacct::ingest_reader(&conn, text.as_bytes(), "f", 0).unwrap();
+    let now = 1_000_000 + 600 * day / 20 + 60;
+    let scores = app::score(&conn, &Config::default(), now).unwrap();
+    assert_eq!(scores.flagged().count(), 0);
+    assert_eq!(scores.attributed_failures, 0, "no failure of `bad` is a node's");
+    assert!(scores.user_error_failures >= 500, "{}", scores.user_error_failures);
 }
 
 #[test]
@@ -142,18 +204,18 @@ fn requeued_runs_are_rows_of_their_own_and_count_once() {
     let conn = db::open(&dir.path().join("l.db"), Duration::from_secs(5)).unwrap();
     let day = 86_400;
     let mut text = String::new();
-    // One job failing on gpu001 three times (requeued), then two more jobs on other days.
+    // One job killed on gpu001 three times (requeued), then another job on another day.
     for (k, (s, e)) in [(1000, 2000), (3000, 4000), (5000, 6000)]
         .iter()
         .enumerate()
     {
-        let state = if k < 2 { "REQUEUED" } else { "FAILED" };
+        let state = if k < 2 { "REQUEUED" } else { "NODE_FAIL" };
         text.push_str(&format!(
             "7|7|gpu001|1|{state}|1:0|0:0|900|{s}|{e}|1000|b|u|\n"
         ));
     }
     text.push_str(
-        "7|7|gpu001|1|FAILED|1:0|0:0|900|7000|8000|1000|b|u|
+        "7|7|gpu001|1|NODE_FAIL|0:0|0:0|900|7000|8000|1000|b|u|
 ",
     );
     text.push_str(&format!(

@@ -5,6 +5,7 @@ use super::ettr::EttrCase;
 use super::load::{current_lemons, fleet_nodes, load_jobs, signals_from_scores};
 use super::render::{render, Format};
 use super::{build_report, ReliabilityError, ReportInput, ReportParams, TimeRange};
+use crate::attribute::AttributionParams;
 use crate::decide::Scores;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use clap::Args;
@@ -129,9 +130,10 @@ pub fn reliability_report(
     format: Format,
     now: i64,
     default_days: u32,
+    attribution: &AttributionParams,
 ) -> Result<String, ReliabilityError> {
     let range = range_of(args, now, default_days)?;
-    let loaded = load_jobs(conn, range, args.gpus_per_node)?;
+    let loaded = load_jobs(conn, range, args.gpus_per_node, attribution)?;
     let input = ReportInput {
         range,
         fleet_nodes: fleet_nodes(conn)?,
@@ -156,10 +158,11 @@ pub fn history_rate(
     conn: &Connection,
     now: i64,
     days: u32,
+    attribution: &AttributionParams,
 ) -> Result<Option<f64>, ReliabilityError> {
     let until = DateTime::from_timestamp(now, 0).unwrap_or_default();
     let range = TimeRange::last_days(until, i64::from(days));
-    let loaded = load_jobs(conn, range, None)?;
+    let loaded = load_jobs(conn, range, None, attribution)?;
     let refs: Vec<_> = loaded.jobs.iter().collect();
     let rate = super::failure_rate::rate(&refs, ReportParams::default().large_job_gpus, "");
     Ok((rate.node_days > 0.0).then_some(rate.per_1000_node_days))

@@ -2,18 +2,19 @@
 //! their attributed check categories, the fleet, the lemon list, and the
 //! signals of the latest scoring.
 //!
-//! Attribution here follows the lemon rule's first step (see
-//! [`crate::attribute`]): a failed run's category is the check of the
-//! earliest `drain`/`down` finding on one of its nodes from 10 minutes
-//! before its end to 5 minutes after; every other check that fired in that
-//! window is a co-occurring category. It is recomputed from the health
-//! history rather than read from the `attributions` table, which only
-//! covers the last scoring window.
+//! A failed run's category comes from the one attribution of lemon
+//! ([`crate::attribute`], through [`crate::signals::attribute_range`]):
+//! a run blamed on a node is a hardware failure, its category the check of
+//! the finding or the code of the `hc:` event that explains it (`slurm`
+//! for Slurm's own events, `node_fail`, `signal`, `task_exit`). Every other
+//! check that fired in its window is a co-occurring category. It is
+//! recomputed for the report's range rather than read from the
+//! `attributions` table, which only covers the last `lemon run`.
 
 use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
-use crate::attribute::{AFTER_END_S, BEFORE_END_S};
+use crate::attribute::{AttributionParams, AFTER_END_S, BEFORE_END_S};
 use crate::decide::Scores;
-use crate::signals::SIGNALS;
+use crate::signals::Signal;
 use chrono::DateTime;
 use lemonade_sql::rusqlite::{params, Connection};
 use std::collections::HashMap;
@@ -59,6 +60,7 @@ pub fn load_jobs(
     conn: &Connection,
     range: TimeRange,
     gpus_per_node: Option<u32>,
+    attribution: &AttributionParams,
 ) -> Result<LoadedJobs, ReliabilityError> {
     let (since, until) = (range.since.timestamp(), range.until.timestamp());
     let mut stmt = conn.prepare(
@@ -91,7 +93,7 @@ pub fn load_jobs(
         Some(g) => (g.max(1), "given".to_string()),
         None => infer_gpus_per_node(&rows),
     };
-    let categories = failure_categories(conn, since, until)?;
+    let categories = failure_categories(conn, since, until, attribution)?;
     let jobs = rows
         .into_iter()
         .map(|row| {
@@ -146,19 +148,50 @@ fn infer_gpus_per_node(rows: &[Row]) -> (u32, String) {
 /// Category and co-occurring categories per failed run (by `jobs.id`).
 type Categories = HashMap<i64, (Option<String>, Vec<String>)>;
 
-/// Attributes the failed runs of `[since, until)` from the findings' side:
-/// findings are few and a run's window is short, so each finding only asks
-/// whether the failed runs that ended near it had its node (one primary-key
-/// probe each), instead of reading the node lists of every failed run.
-/// `CROSS JOIN` pins that order: without statistics SQLite would start
-/// from the runs.
+/// The category of every failed run of `[since, until)` that the
+/// attribution blames on a node, with the other checks of its window.
 fn failure_categories(
     conn: &Connection,
     since: i64,
     until: i64,
+    attribution: &AttributionParams,
 ) -> Result<Categories, ReliabilityError> {
+    // `attribute_range` takes `(t0, t1]`; times are whole seconds.
+    let window = crate::signals::attribute_range(conn, since - 1, until - 1, attribution, &|_| {
+        i64::MIN
+    })
+    .map_err(|e| match e {
+        crate::error::LemonError::Sqlite(e) => ReliabilityError::Sqlite(e),
+        other => ReliabilityError::InvalidParameter {
+            name: "lemon.db",
+            why: other.to_string(),
+        },
+    })?;
+    let mut co = co_occurring(conn, since, until)?;
+    Ok(window
+        .runs
+        .iter()
+        .zip(&window.attributions)
+        .filter(|(_, a)| a.node.is_some())
+        .map(|(run, a)| {
+            let mut others = co.remove(&run.row_id).unwrap_or_default();
+            others.retain(|c| *c != a.category);
+            (run.row_id, (Some(a.category.clone()), others))
+        })
+        .collect())
+}
+
+/// The checks that fired in each failed run's window, by run. Findings are
+/// few and a window is short, so each finding asks which failed runs ended
+/// near it had its node (one primary-key probe each); `CROSS JOIN` pins
+/// that order: without statistics SQLite would start from the runs.
+fn co_occurring(
+    conn: &Connection,
+    since: i64,
+    until: i64,
+) -> Result<HashMap<i64, Vec<String>>, ReliabilityError> {
     let mut stmt = conn.prepare(
-        "SELECT j.id, h.at, h.check_name
+        "SELECT j.id, h.check_name
          FROM health h CROSS JOIN jobs j
          WHERE h.kind = 'finding' AND h.severity IN ('drain', 'down') AND h.check_name IS NOT NULL
            AND h.at >= ?1 AND h.at <= ?2
@@ -168,7 +201,7 @@ fn failure_categories(
            AND (j.node = h.node
                 OR EXISTS (SELECT 1 FROM job_nodes jn WHERE jn.job = j.id AND jn.node = h.node))",
     )?;
-    let mut hits: HashMap<i64, Vec<(i64, String)>> = HashMap::new();
+    let mut hits: HashMap<i64, Vec<String>> = HashMap::new();
     let mut q = stmt.query(params![
         since - BEFORE_END_S,
         until + AFTER_END_S,
@@ -178,25 +211,13 @@ fn failure_categories(
         BEFORE_END_S
     ])?;
     while let Some(r) = q.next()? {
-        hits.entry(r.get(0)?)
-            .or_default()
-            .push((r.get(1)?, r.get(2)?));
+        hits.entry(r.get(0)?).or_default().push(r.get(1)?);
     }
-    Ok(hits
-        .into_iter()
-        .map(|(job, mut h)| {
-            h.sort();
-            let primary = h[0].1.clone();
-            let mut co: Vec<String> = h
-                .into_iter()
-                .map(|(_, c)| c)
-                .filter(|c| *c != primary)
-                .collect();
-            co.sort();
-            co.dedup();
-            (job, (Some(primary), co))
-        })
-        .collect())
+    for v in hits.values_mut() {
+        v.sort();
+        v.dedup();
+    }
+    Ok(hits)
 }
 
 /// Nodes known to lemon.db (every node seen in any history).
@@ -233,7 +254,7 @@ pub fn current_lemons(conn: &Connection) -> Result<Vec<LemonEntry>, ReliabilityE
 
 /// Every signal's values over the fleet and its threshold, from a scoring.
 pub fn signals_from_scores(scores: &Scores) -> Vec<SignalValues> {
-    SIGNALS
+    Signal::ALL
         .iter()
         .map(|&name| {
             let t = scores.thresholds.get(name);
