@@ -674,13 +674,14 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_of_one_users_failures_on_one_node_is_the_users() {
+    fn a_burst_of_one_arrays_failures_on_one_node_is_the_users() {
         let mut u = users(&["carol"]);
         u.runs[0] = 1000;
         let runs: Vec<FailedRun> = (0..5)
             .map(|k| {
                 let mut r = run(&[3], "0:11");
                 r.end = 50_000 + k * 300;
+                r.job_id = format!("77_{k}");
                 r
             })
             .collect();

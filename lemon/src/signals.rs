@@ -478,7 +478,12 @@ pub fn attribute_range(
     let runs = load_failed(conn, t0, t1, &mut users, &mut user_index)?;
     users.add_crashes(&runs);
     let ev = load_evidence(conn, t0, t1)?;
-    let node_days: HashMap<i64, f64> = exposure.iter().map(|(&n, e)| (n, e.node_days)).collect();
+    // Every run counts as at least an hour, as in the attribution's own
+    // weighing: seconds-long runs must not make a node's exposure zero.
+    let node_days: HashMap<i64, f64> = exposure
+        .iter()
+        .map(|(&n, e)| (n, e.node_days.max(f64::from(e.jobs) / 24.0)))
+        .collect();
     let attributions = attribute::attribute_all(&runs, &ev, &users, &node_days, p);
     Ok(Window {
         runs,

@@ -22,7 +22,7 @@ impl Cluster {
         let bin = p.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         let spec = HistorySpec {
-            lemon_factor: 80.0,
+            lemon_factor: 200.0, // plumbing tests: lemons no one can miss
             ..HistorySpec::default()
         };
         let (mut jobs, mut events) = (Vec::new(), Vec::new());

@@ -56,8 +56,8 @@ fn lemon_drains_the_failing_node_only() {
     })
     .unwrap_or_else(|e| panic!("{e}"));
 
-    let mut ids = jobs_on(&c, "node2", "exit 1", 4);
-    ids.extend(jobs_on(&c, "node4", "exit 3", 4));
+    let mut ids = jobs_on(&c, "node2", "kill -BUS $$", 4);
+    ids.extend(jobs_on(&c, "node4", "kill -SEGV $$", 4));
     ids.extend(jobs_on(&c, "node1", "true", 3));
     ids.extend(jobs_on(&c, "node3", "true", 3));
     assert!(

@@ -2,6 +2,7 @@
 //! health history, requeues, GPUs per node, the lemon list, and the
 //! `lemon report --reliability` / `lemon ettr` command lines.
 
+use lemon::attribute::AttributionParams;
 use chrono::DateTime;
 use lemon::reliability::load::{current_lemons, load_jobs};
 use lemon::reliability::{JobState, TimeRange};
@@ -118,7 +119,7 @@ fn range() -> TimeRange {
 fn loads_runs_with_categories_requeues_and_gpus() {
     let dir = tempfile::tempdir().unwrap();
     let (conn, _) = db(dir.path());
-    let loaded = load_jobs(&conn, range(), None).unwrap();
+    let loaded = load_jobs(&conn, range(), None, &AttributionParams::default()).unwrap();
     assert_eq!(loaded.gpus_per_node, 8, "{}", loaded.gpus_per_node_source);
     assert_eq!(loaded.jobs.len(), 5);
     let by = |i: usize| &loaded.jobs[i];
@@ -148,7 +149,7 @@ fn loads_runs_with_categories_requeues_and_gpus() {
     assert_eq!(cancelled.state, JobState::Cancelled);
     assert!(by(0).partition == "gpu");
 
-    let given = load_jobs(&conn, range(), Some(4)).unwrap();
+    let given = load_jobs(&conn, range(), Some(4), &AttributionParams::default()).unwrap();
     assert_eq!(given.jobs.iter().find(|j| j.id == "101").unwrap().gpus, 4);
 
     let lemons = current_lemons(&conn).unwrap();
@@ -286,7 +287,7 @@ fn report_from_lemon_db_matches_the_history_it_was_written_from() {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = lemon::db::open(&dir.path().join("lemon.db"), Duration::from_secs(5)).unwrap();
     store(&mut conn, &input).unwrap();
-    let loaded = load_jobs(&conn, input.range, None).unwrap();
+    let loaded = load_jobs(&conn, input.range, None, &AttributionParams::default()).unwrap();
     assert_eq!(loaded.gpus_per_node, 8);
     let from_db = ReportInput {
         jobs: loaded.jobs,

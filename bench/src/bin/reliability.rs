@@ -9,6 +9,7 @@
 //!
 //! `cargo run --release -p lemonade-bench --bin reliability [-- JOBS]`
 
+use lemon::attribute::AttributionParams;
 use lemon::reliability::load::{current_lemons, fleet_nodes, load_jobs};
 use lemon::reliability::render::{render, Format};
 use lemon::reliability::synthetic::{
@@ -72,7 +73,7 @@ fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)]) {
         t.elapsed().as_secs_f64()
     );
     let from_db = measure(|| {
-        let loaded = load_jobs(&conn, input.range, None).expect("load");
+        let loaded = load_jobs(&conn, input.range, None, &AttributionParams::default()).expect("load");
         let db_input = ReportInput {
             range: input.range,
             fleet_nodes: fleet_nodes(&conn).expect("nodes"),

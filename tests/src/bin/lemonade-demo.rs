@@ -190,7 +190,7 @@ fn story(c: &Cluster, bins: &Path) -> Step {
     heading("4. node4 keeps failing jobs, and no check fires");
     let mut ids = Vec::new();
     for (node, script, count) in [
-        ("node4", "exit 1", 5),
+        ("node4", "kill -BUS $$", 5),
         ("node1", "true", 4),
         ("node3", "true", 4),
     ] {
