@@ -50,8 +50,15 @@ impl Ctx {
             Duration::from_secs_f64(cfg.slurm.command_timeout_s.max(0.1)),
         );
         Ok(Ctx {
-            db_path: cli.global.db.clone().unwrap_or_else(|| cfg.lemon.db_path.clone()),
-            now: cli.global.now.unwrap_or_else(|| chrono::Utc::now().timestamp()),
+            db_path: cli
+                .global
+                .db
+                .clone()
+                .unwrap_or_else(|| cfg.lemon.db_path.clone()),
+            now: cli
+                .global
+                .now
+                .unwrap_or_else(|| chrono::Utc::now().timestamp()),
             busy: Duration::from_millis(cfg.lemon.busy_timeout_ms),
             default_spool: cfg.lemon.spool_dir.clone().or(cfg.spool.dir.clone()),
             slurm,
@@ -86,7 +93,11 @@ fn ingest_cmd(ctx: &Ctx, args: &IngestArgs) -> Result<u8> {
     let _lock = ctx.lock()?;
     let mut conn = ctx.open()?;
     let sources = Sources::from_args(&args.source, ctx.default_spool.clone());
-    let rep = ingest::ingest(&mut conn, &sources, &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now))?;
+    let rep = ingest::ingest(
+        &mut conn,
+        &sources,
+        &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now),
+    )?;
     print!("{}", rep.text());
     Ok(if rep.ok() { EXIT_OK } else { EXIT_ERROR })
 }
@@ -115,7 +126,11 @@ fn run_cmd(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let _lock = ctx.lock()?;
     let mut conn = ctx.open()?;
     let sources = Sources::from_args(&args.source, ctx.default_spool.clone());
-    let ing = ingest::ingest(&mut conn, &sources, &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now))?;
+    let ing = ingest::ingest(
+        &mut conn,
+        &sources,
+        &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now),
+    )?;
     let until = db::history_until(&conn)?;
     let refuse = refusal(&ing, until, ctx.now, ctx.cfg.lemon.max_history_lag_hours);
     let (fleet, window) = signals::compute_with_window(&conn, &signal_params(&ctx.cfg), ctx.now)?;

@@ -85,7 +85,9 @@ impl FailedRun {
     }
 
     fn node_days(&self) -> f64 {
-        self.start.map_or(0.0, |s| (self.end - s).max(0) as f64 / 86_400.0) * self.nodes.len() as f64
+        self.start
+            .map_or(0.0, |s| (self.end - s).max(0) as f64 / 86_400.0)
+            * self.nodes.len() as f64
     }
 }
 
@@ -344,7 +346,9 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
         }
         let code = run.exit_code.unwrap_or(0);
         if run.signal().is_none()
-            && p.user_error_exit_codes.iter().any(|&c| i64::from(c) == code)
+            && p.user_error_exit_codes
+                .iter()
+                .any(|&c| i64::from(c) == code)
         {
             return FirstPass::Done(Attribution::nobody(
                 Rule::UserExit,
@@ -365,7 +369,10 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
     // The window is in seconds, the task exits in milliseconds: every
     // millisecond of the seconds `from..=hi` is inside.
     let hi = run.end + AFTER_END_S;
-    let from_ms = run.start.unwrap_or(run.end - BEFORE_END_S).saturating_mul(1000);
+    let from_ms = run
+        .start
+        .unwrap_or(run.end - BEFORE_END_S)
+        .saturating_mul(1000);
     let hi_ms = hi.saturating_mul(1000).saturating_add(999);
     if let Some(&(node, at_ms)) = ev.task_fails_ms.get(&run.job_id_raw).and_then(|v| {
         v.iter()
@@ -376,12 +383,21 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
             exit_text(run),
             (at_ms - run.end * 1000) as f64 / 1000.0
         );
-        return FirstPass::Done(Attribution::node(node, Rule::FirstTaskExit, "task_exit", detail));
+        return FirstPass::Done(Attribution::node(
+            node,
+            Rule::FirstTaskExit,
+            "task_exit",
+            detail,
+        ));
     }
     FirstPass::Done(Attribution::nobody(
         Rule::Unattributed,
         "unknown",
-        format!("{} on {} nodes, no node evidence", exit_text(run), run.nodes.len()),
+        format!(
+            "{} on {} nodes, no node evidence",
+            exit_text(run),
+            run.nodes.len()
+        ),
     ))
 }
 
@@ -396,7 +412,10 @@ fn bursts(runs: &[FailedRun], weigh: &[usize]) -> Vec<bool> {
     let mut by_pair: HashMap<(&str, i64), Vec<usize>> = HashMap::new();
     for (k, &i) in weigh.iter().enumerate() {
         if let Some(array) = array_of(&runs[i].job_id) {
-            by_pair.entry((array, runs[i].nodes[0])).or_default().push(k);
+            by_pair
+                .entry((array, runs[i].nodes[0]))
+                .or_default()
+                .push(k);
         }
     }
     let mut burst = vec![false; weigh.len()];
@@ -445,7 +464,10 @@ pub fn attribute_all(
             out[i] = Some(Attribution::nobody(
                 Rule::UserBurst,
                 "user",
-                format!("{}; one of {user}'s array tasks failing on this node within an hour", exit_text(run)),
+                format!(
+                    "{}; one of {user}'s array tasks failing on this node within an hour",
+                    exit_text(run)
+                ),
             ));
         } else if run.signal().is_none() {
             out[i] = Some(Attribution::nobody(
@@ -529,7 +551,10 @@ fn weigh_signal_deaths(
                 run.nodes[0],
                 Rule::SignalDeath,
                 "signal",
-                format!("{}; {record}; this node fails jobs more often than that", exit_text(run)),
+                format!(
+                    "{}; {record}; this node fails jobs more often than that",
+                    exit_text(run)
+                ),
             )
         } else {
             Attribution::nobody(
@@ -623,7 +648,10 @@ mod tests {
         assert_eq!((a.node, a.rule), (None, Rule::UserExit));
         ev.events.insert(7, vec![mark(9_900, "xid")]);
         let a = one(&run(&[7], "1:0"), &ev, &u);
-        assert_eq!((a.node, a.rule, a.category.as_str()), (Some(7), Rule::NodeEvent, "xid"));
+        assert_eq!(
+            (a.node, a.rule, a.category.as_str()),
+            (Some(7), Rule::NodeEvent, "xid")
+        );
         // 127 (command not found) stays the user's even then.
         let a = one(&run(&[7], "127:0"), &ev, &u);
         assert_eq!((a.node, a.rule), (None, Rule::UserExit));
@@ -641,7 +669,13 @@ mod tests {
         let p = AttributionParams::default();
         let crash = run(&[7], "0:7");
         // On a healthy node: one crash is no evidence.
-        let a = attribute_all(std::slice::from_ref(&crash), &Evidence::default(), &u, &days, &p);
+        let a = attribute_all(
+            std::slice::from_ref(&crash),
+            &Evidence::default(),
+            &u,
+            &days,
+            &p,
+        );
         assert_eq!(a[0].rule, Rule::UserCrash);
         // On a node that went NODE_FAIL twice this month, it is the node's.
         let mut runs = vec![crash.clone()];
@@ -653,7 +687,12 @@ mod tests {
         }
         let a = attribute_all(&runs, &Evidence::default(), &u, &days, &p);
         assert_eq!((a[0].node, a[0].rule), (Some(7), Rule::SignalDeath));
-        assert!(a[0].detail.contains("alice died of a signal in 0 of 400 runs elsewhere"), "{}", a[0].detail);
+        assert!(
+            a[0].detail
+                .contains("alice died of a signal in 0 of 400 runs elsewhere"),
+            "{}",
+            a[0].detail
+        );
     }
 
     #[test]
@@ -669,7 +708,13 @@ mod tests {
             nf.end = end;
             runs.push(nf);
         }
-        let a = attribute_all(&runs, &Evidence::default(), &u, &days, &AttributionParams::default());
+        let a = attribute_all(
+            &runs,
+            &Evidence::default(),
+            &u,
+            &days,
+            &AttributionParams::default(),
+        );
         assert_eq!((a[0].node, a[0].rule), (None, Rule::UserCrash));
     }
 
@@ -685,7 +730,13 @@ mod tests {
                 r
             })
             .collect();
-        let a = attribute_all(&runs, &Evidence::default(), &u, &HashMap::new(), &AttributionParams::default());
+        let a = attribute_all(
+            &runs,
+            &Evidence::default(),
+            &u,
+            &HashMap::new(),
+            &AttributionParams::default(),
+        );
         assert!(a.iter().all(|a| a.rule == Rule::UserBurst), "{a:?}");
     }
 

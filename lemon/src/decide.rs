@@ -186,7 +186,9 @@ fn hardware_rate(nodes: &[NodeSignals], keep: &dyn Fn(&NodeSignals) -> bool) -> 
     let (fails, days) = nodes
         .iter()
         .filter(|s| keep(s))
-        .fold((0u64, 0.0), |(f, d), s| (f + u64::from(s.fails()), d + s.node_days));
+        .fold((0u64, 0.0), |(f, d), s| {
+            (f + u64::from(s.fails()), d + s.node_days)
+        });
     if days > 0.0 {
         fails as f64 / days
     } else {

@@ -729,8 +729,8 @@ mod tests {
         assert_eq!(ev.task_fails_ms[&11], [(n2, 19_000_100), (n1, 19_000_400)]);
         assert_eq!(ev.task_fails_ms[&12], [(n2, 19_500_000), (n1, 19_501_000)]);
 
-        let w = attribute_range(&conn, 10_000, 30_000, &AttributionParams::default(), &|_| 0)
-            .unwrap();
+        let w =
+            attribute_range(&conn, 10_000, 30_000, &AttributionParams::default(), &|_| 0).unwrap();
         let blamed: Vec<(String, Option<i64>, Rule)> = w
             .runs
             .iter()

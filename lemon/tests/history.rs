@@ -70,7 +70,10 @@ fn precision(hits: usize, flagged: usize) -> f64 {
 #[test]
 fn at_ten_times_the_background_what_is_flagged_is_a_lemon() {
     let (hits, flagged, planted, confounded) = detection(10.0);
-    assert!(precision(hits, flagged) >= 0.9, "{hits} of {flagged} flagged are lemons");
+    assert!(
+        precision(hits, flagged) >= 0.9,
+        "{hits} of {flagged} flagged are lemons"
+    );
     assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
     assert!(hits <= planted);
 }
@@ -82,7 +85,10 @@ fn at_thirty_times_the_background_what_is_flagged_is_a_lemon() {
     // from a user's bug: few lemons clear p < 1e-4 (README: 2 of 34 over
     // these seeds). Precision holds.
     let (hits, flagged, planted, confounded) = detection(30.0);
-    assert!(precision(hits, flagged) >= 0.9, "{hits} of {flagged} flagged are lemons");
+    assert!(
+        precision(hits, flagged) >= 0.9,
+        "{hits} of {flagged} flagged are lemons"
+    );
     assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
     assert!(hits <= planted);
 }
@@ -90,7 +96,10 @@ fn at_thirty_times_the_background_what_is_flagged_is_a_lemon() {
 #[test]
 fn at_eighty_times_the_background_most_lemons_are_found() {
     let (hits, flagged, planted, confounded) = detection(80.0);
-    assert!(precision(hits, flagged) >= 0.9, "{hits} of {flagged} flagged are lemons");
+    assert!(
+        precision(hits, flagged) >= 0.9,
+        "{hits} of {flagged} flagged are lemons"
+    );
     assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
     let recall = hits as f64 / planted as f64;
     assert!(recall >= 0.6, "recall {recall}: {hits} of {planted}");
@@ -116,7 +125,11 @@ fn a_user_whose_jobs_always_fail_never_makes_a_node_a_lemon() {
     let day = 86_400;
     for k in 0..600i64 {
         let node = if k % 3 == 0 { 7 } else { 1 + k % 40 };
-        let (state, exit) = if k % 2 == 0 { ("FAILED", "0:11") } else { ("FAILED", "1:0") };
+        let (state, exit) = if k % 2 == 0 {
+            ("FAILED", "0:11")
+        } else {
+            ("FAILED", "1:0")
+        };
         let end = 1_000_000 + k * day / 20;
         text.push_str(&format!(
             "{id}|{id}|gpu{node:04}|1|{state}|{exit}|0:0|{}|{}|{end}|3600|b|bad|gres/gpu=8\n",
@@ -139,8 +152,47 @@ fn a_user_whose_jobs_always_fail_never_makes_a_node_a_lemon() {
     let now = 1_000_000 + 600 * day / 20 + 60;
     let scores = app::score(&conn, &Config::default(), now).unwrap();
     assert_eq!(scores.flagged().count(), 0);
-    assert_eq!(scores.attributed_failures, 0, "no failure of `bad` is a node's");
-    assert!(scores.user_error_failures >= 500, "{}", scores.user_error_failures);
+    assert_eq!(
+        scores.attributed_failures, 0,
+        "no failure of `bad` is a node's"
+    );
+    assert!(
+        scores.user_error_failures >= 500,
+        "{}",
+        scores.user_error_failures
+    );
+}
+
+#[test]
+fn the_reliability_report_counts_the_planted_hardware_failures() {
+    use lemon::reliability::{load::load_jobs, TimeRange};
+    for seed in SEEDS {
+        let f = load(&HistorySpec::realistic(seed, 10.0));
+        let until = chrono::DateTime::from_timestamp(f.truth.end + 1, 0).unwrap();
+        let range = TimeRange::last_days(until, 28);
+        let params = app::attribution_params(&Config::default());
+        let loaded = load_jobs(&f.conn, range, None, &params).unwrap();
+        let found = loaded
+            .jobs
+            .iter()
+            .filter(|j| j.is_hardware_failure())
+            .count();
+        let planted = f
+            .truth
+            .hardware_between(range.since.timestamp(), range.until.timestamp());
+        eprintln!("seed {seed}: {found} hardware failures reported, {planted} planted");
+        // What no evidence shows: plain exit codes of hardware failures, and
+        // multi-node failures without an event when no spool is shared.
+        // Measured over these seeds: 3 to 25 % under the planted count.
+        assert!(
+            found <= planted + planted / 10,
+            "seed {seed}: {found} reported, {planted} planted"
+        );
+        assert!(
+            found * 10 >= planted * 7,
+            "seed {seed}: {found} reported, {planted} planted"
+        );
+    }
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! health history, requeues, GPUs per node, the lemon list, and the
 //! `lemon report --reliability` / `lemon ettr` command lines.
 
-use lemon::attribute::AttributionParams;
 use chrono::DateTime;
+use lemon::attribute::AttributionParams;
 use lemon::reliability::load::{current_lemons, load_jobs};
 use lemon::reliability::{JobState, TimeRange};
 use lemonade_sql::rusqlite::{params, Connection};

@@ -112,6 +112,16 @@ fn multi_node_failures_follow_findings_then_first_failing_task() {
     let stats = ingest::spool::ingest_dir(&mut conn, &spool).unwrap();
     assert_eq!(stats.inserted, 8);
 
+    // What `lemon run` keeps: the window's attributions.
+    let window = lemon::signals::attribute_range(
+        &conn,
+        0,
+        day,
+        &app::attribution_params(&Config::default()),
+        &|_| 0,
+    )
+    .unwrap();
+    lemon::signals::store_attributions(&conn, &window, day).unwrap();
     let scores = app::score(&conn, &Config::default(), day).unwrap();
     let rows: Vec<(String, Option<String>, String, String)> = conn
         .prepare(
@@ -189,8 +199,15 @@ fn the_first_failing_task_is_found_within_a_second() {
     }
     let stats = ingest::spool::ingest_dir(&mut conn, &spool).unwrap();
     assert_eq!(stats.inserted, 5);
-
-    app::score(&conn, &Config::default(), day).unwrap();
+    let window = lemon::signals::attribute_range(
+        &conn,
+        0,
+        day,
+        &app::attribution_params(&Config::default()),
+        &|_| 0,
+    )
+    .unwrap();
+    lemon::signals::store_attributions(&conn, &window, day).unwrap();
     let rows: Vec<(String, Option<String>, String)> = conn
         .prepare(
             "SELECT j.job_id, n.name, a.rule FROM attributions a

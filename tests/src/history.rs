@@ -696,8 +696,16 @@ mod tests {
             let jobs = String::from_utf8(a).unwrap();
             let events = String::from_utf8(b).unwrap();
             let share = t.user_failures as f64 / t.rows as f64;
-            assert!((0.07..0.4).contains(&share), "seed {seed}: user share {share}");
-            for s in ["|FAILED|1:0|", "|FAILED|2:0|", "|FAILED|0:11|", "|OUT_OF_MEMORY|"] {
+            assert!(
+                (0.07..0.4).contains(&share),
+                "seed {seed}: user share {share}"
+            );
+            for s in [
+                "|FAILED|1:0|",
+                "|FAILED|2:0|",
+                "|FAILED|0:11|",
+                "|OUT_OF_MEMORY|",
+            ] {
                 assert!(jobs.contains(s), "seed {seed}: no {s}");
             }
             for s in ["|TIMEOUT|", "|NODE_FAIL|", "CANCELLED by"] {
@@ -710,7 +718,10 @@ mod tests {
             assert!(t.confounder_nodes.iter().all(|c| !t.lemons.contains(c)));
             let caught_healthy = t.hardware.iter().filter(|h| !h.lemon && h.caught).count();
             let healthy = t.hardware.iter().filter(|h| !h.lemon).count();
-            assert!(caught_healthy * 2 > healthy, "seed {seed}: healthy mostly caught");
+            assert!(
+                caught_healthy * 2 > healthy,
+                "seed {seed}: healthy mostly caught"
+            );
         }
     }
 }

@@ -73,7 +73,8 @@ fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)]) {
         t.elapsed().as_secs_f64()
     );
     let from_db = measure(|| {
-        let loaded = load_jobs(&conn, input.range, None, &AttributionParams::default()).expect("load");
+        let loaded =
+            load_jobs(&conn, input.range, None, &AttributionParams::default()).expect("load");
         let db_input = ReportInput {
             range: input.range,
             fleet_nodes: fleet_nodes(&conn).expect("nodes"),

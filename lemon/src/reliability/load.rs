@@ -157,16 +157,15 @@ fn failure_categories(
     attribution: &AttributionParams,
 ) -> Result<Categories, ReliabilityError> {
     // `attribute_range` takes `(t0, t1]`; times are whole seconds.
-    let window = crate::signals::attribute_range(conn, since - 1, until - 1, attribution, &|_| {
-        i64::MIN
-    })
-    .map_err(|e| match e {
-        crate::error::LemonError::Sqlite(e) => ReliabilityError::Sqlite(e),
-        other => ReliabilityError::InvalidParameter {
-            name: "lemon.db",
-            why: other.to_string(),
-        },
-    })?;
+    let window =
+        crate::signals::attribute_range(conn, since - 1, until - 1, attribution, &|_| i64::MIN)
+            .map_err(|e| match e {
+                crate::error::LemonError::Sqlite(e) => ReliabilityError::Sqlite(e),
+                other => ReliabilityError::InvalidParameter {
+                    name: "lemon.db",
+                    why: other.to_string(),
+                },
+            })?;
     let mut co = co_occurring(conn, since, until)?;
     Ok(window
         .runs
