@@ -605,7 +605,7 @@ pub fn generate(
         .filter(|&i| !is_lemon(i))
         .map(node_name)
         .collect();
-    confounders.extend(w.truth.confounder_nodes.drain(..));
+    confounders.append(&mut w.truth.confounder_nodes);
     confounders.sort();
     confounders.dedup();
     w.truth.confounder_nodes = confounders;
