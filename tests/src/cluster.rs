@@ -50,6 +50,8 @@ pub struct ClusterOptions {
     /// Environment for every node's programs.
     pub env: Vec<(String, String)>,
     /// Lines of `plugstack.conf` (`PlugStackConfig` is set when not empty).
+    /// `{config}` in a line stands for the cluster's `lemonade.toml`, so that
+    /// a plugin can be pointed at it before the cluster's directory exists.
     pub plugstack: Vec<String>,
     /// Extra `slurm.conf` lines (`JobRequeue=0`, ...).
     pub slurm_conf_extra: Vec<String>,
@@ -753,7 +755,13 @@ MinJobAge=600
         }
         if !options.plugstack.is_empty() {
             let path = self.dir.join("etc/plugstack.conf");
-            std::fs::write(&path, options.plugstack.join("\n") + "\n")?;
+            let config = self.config_path().display().to_string();
+            let lines: Vec<String> = options
+                .plugstack
+                .iter()
+                .map(|line| line.replace("{config}", &config))
+                .collect();
+            std::fs::write(&path, lines.join("\n") + "\n")?;
             s.push_str(&format!("PlugStackConfig={}\n", path.display()));
         }
         for line in &options.slurm_conf_extra {
