@@ -162,9 +162,9 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
     let before_run = unix_now();
     // Through the wrapper Slurm's HealthCheckProgram would run: the
     // cluster's config and node1's fixture root.
-    let status = Command::new(c.wrapper("healthcheck"))
+    let status = c
+        .host_binary(&c.wrapper("healthcheck"))
         .env("SLURMD_NODENAME", "node1")
-        .env("SLURM_CONF", c.slurm_conf())
         .status()
         .unwrap();
     assert!(
