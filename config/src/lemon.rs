@@ -26,8 +26,13 @@ pub struct LemonSettings {
     /// The compute nodes' spool exports; unset falls back to `[spool] dir`.
     pub spool_dir: Option<PathBuf>,
     /// Tail probability below which a node's failure count is improbable
-    /// given the fleet's failure rate (Poisson test).
+    /// given the fleet's failure rate (Poisson test), whatever the
+    /// false-discovery cut says.
     pub p_value: f64,
+    /// Expected share of healthy nodes among the improbable ones: the
+    /// Benjamini-Hochberg cut over the fleet's Poisson tails (0 turns it
+    /// off, leaving `p_value` alone).
+    pub false_discovery_rate: f64,
     /// A node is never flagged with fewer distinct failing jobs than this.
     pub min_failing_jobs: u32,
     /// ... nor with all its failures on fewer distinct days than this (one bad day is not a lemon).
@@ -59,6 +64,7 @@ impl Default for LemonSettings {
             max_history_lag_hours: 6.0,
             spool_dir: None,
             p_value: 1e-4,
+            false_discovery_rate: 0.1,
             min_failing_jobs: 3,
             min_failing_days: 2,
             user_error_exit_codes: vec![126, 127],

@@ -20,7 +20,7 @@
 //! **Multi-node runs** are blamed on one node, first match wins: the node
 //! with the earliest finding, else the earliest node event, else the node
 //! whose task failed first (the SPANK plugin's task exits, in milliseconds;
-//! ties to the lower node id), else nobody (unattributed).
+//! ties to the lower node id), else they are weighed (below).
 //!
 //! **Single-node runs**, first match wins:
 //! 1. `NODE_FAIL`: the node's;
@@ -29,20 +29,29 @@
 //! 4. a burst, at least 3 tasks of one job array failing on one node
 //!    within an hour with no node evidence: the user's (a crashing array
 //!    says nothing of the node);
-//! 5. a death by a signal: weighed, below;
-//! 6. any other exit code: the user's.
+//! 5. a death by a signal or a plain failing exit: weighed, below.
 //!
-//! **Signal deaths** are weighed by a joint estimate of the node's hardware
-//! hazard and the user's own crash rate (independent, as in Armada's
-//! failure estimator). The user's crash rate `c` is their signal deaths over
-//! their runs on *other* nodes, smoothed `(crashes + 0.5) / (runs + 1)`: a
-//! user whose jobs crash everywhere says nothing about this node. The
+//! **Weighing** is a joint estimate of the nodes' hardware hazards and the
+//! users' own failure rates (independent, as in Armada's failure
+//! estimator). The user's rate `u` is their failures of the same kind
+//! (signal deaths, or plain exits) per run on *other* nodes (for a
+//! multi-node run: in their other runs), smoothed `(fails + 0.5) / (runs +
+//! 1)`: a user whose jobs fail everywhere says nothing about the node. A
 //! node's hazard `h` per node-day is its blamed failures plus
 //! [`PRIOR_NODE_DAYS`] node-days at the fleet rate, over its node-days plus
-//! those; it is re-estimated three times, each time from the previous
-//! blames. The job is the node's when `h·d / (h·d + c) >= 0.5`, `d` the
-//! job's node-days: a node that already kills jobs makes a clean user's
-//! crash its own, a healthy node does not.
+//! those. A run of `d` days fails by hardware of its kind at `π·h·d` per
+//! node, `π` the share of evidence-backed failures with that signature, so
+//! node `n` caused it with chance `π·h_n·d / (u + Σ π·h·d)`; the hazards are
+//! re-estimated from these chances until they settle (EM, starting from
+//! every signal death its nodes' and every plain exit its user's; a run's
+//! own chance never raises its nodes' hazards). The run is the likeliest node's when that chance is at
+//! least one half: a node that already fails jobs makes a clean user's
+//! crash its own, a healthy node does not. A multi-node `NODE_FAIL` without
+//! evidence has no user share (`u = 0`).
+//!
+//! A failure that a health check caught (a finding or an `hc:` event
+//! explains it) is marked [`Attribution::caught_by_check`]: the lemon test
+//! counts the others.
 //!
 //! A job that is requeued and fails again counts once per node: signals
 //! count distinct job ids, not runs.
@@ -58,8 +67,10 @@ pub const AFTER_END_S: i64 = 300;
 pub const BURST_S: i64 = 3600;
 /// ... when there are at least this many.
 pub const BURST_MIN: usize = 3;
+/// The category of Slurm's own node events (`Not responding`, `Kill task failed`).
+pub const SLURM_CATEGORY: &str = "slurm";
 /// Node-days at the fleet rate that every node's hazard estimate starts from.
-pub const PRIOR_NODE_DAYS: f64 = 20.0;
+pub const PRIOR_NODE_DAYS: f64 = 5.0;
 
 /// A failed run as the attribution sees it.
 #[derive(Debug, Clone)]
@@ -84,10 +95,10 @@ impl FailedRun {
         self.exit_signal.filter(|&s| s != 0)
     }
 
-    fn node_days(&self) -> f64 {
+    /// The run's length in days.
+    fn days(&self) -> f64 {
         self.start
             .map_or(0.0, |s| (self.end - s).max(0) as f64 / 86_400.0)
-            * self.nodes.len() as f64
     }
 }
 
@@ -165,15 +176,32 @@ pub fn category_of_code(code: &str) -> String {
     }
 }
 
-/// Runs, and deaths by a signal, of every user: overall and per node
-/// (one-node runs), so that a user's record *elsewhere* is known.
+/// Runs, deaths by a signal and plain failing exits of every user: overall
+/// and per node (one-node runs), so that a user's record *elsewhere* is known.
 #[derive(Debug, Default)]
 pub struct UserStats {
     pub names: Vec<String>,
     pub runs: Vec<u32>,
     pub crashes: Vec<u32>,
+    pub exits: Vec<u32>,
     pub runs_on: HashMap<(u32, i64), u32>,
     pub crashes_on: HashMap<(u32, i64), u32>,
+    pub exits_on: HashMap<(u32, i64), u32>,
+}
+
+/// A user's record: runs, and failures of one kind among them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Record {
+    pub runs: u32,
+    pub fails: u32,
+}
+
+impl Record {
+    /// Failures of this kind per run, smoothed so that a short record
+    /// neither clears nor condemns anyone: `(fails + 0.5) / (runs + 1)`.
+    pub fn rate(self) -> f64 {
+        (f64::from(self.fails) + 0.5) / (f64::from(self.runs) + 1.0)
+    }
 }
 
 impl UserStats {
@@ -186,6 +214,7 @@ impl UserStats {
         self.names.push(name.to_string());
         self.runs.push(0);
         self.crashes.push(0);
+        self.exits.push(0);
         index.insert(name.to_string(), i);
         i
     }
@@ -198,22 +227,39 @@ impl UserStats {
         }
     }
 
-    /// Counts the signal deaths among the failed runs.
-    pub fn add_crashes(&mut self, runs: &[FailedRun]) {
-        for r in runs.iter().filter(|r| r.signal().is_some()) {
-            self.crashes[r.user as usize] += 1;
+    /// Counts the signal deaths and the plain failing exits among the failed runs.
+    pub fn add_failures(&mut self, runs: &[FailedRun]) {
+        for r in runs.iter().filter(|r| r.state == "FAILED") {
+            let (total, on) = match r.signal() {
+                Some(_) => (&mut self.crashes, &mut self.crashes_on),
+                None => (&mut self.exits, &mut self.exits_on),
+            };
+            total[r.user as usize] += 1;
             if let [n] = r.nodes[..] {
-                *self.crashes_on.entry((r.user, n)).or_default() += 1;
+                *on.entry((r.user, n)).or_default() += 1;
             }
         }
     }
 
-    /// `(runs, crashes)` of `user` on nodes other than `node`.
-    pub fn elsewhere(&self, user: u32, node: i64) -> (u32, u32) {
+    /// `user`'s record of failures like `run`'s (a signal death or a plain
+    /// exit) on nodes other than a one-node run's node; for a multi-node
+    /// run, every run of the user but this one.
+    pub fn elsewhere(&self, user: u32, run: &FailedRun) -> Record {
         let u = user as usize;
-        let runs = self.runs[u] - self.runs_on.get(&(user, node)).copied().unwrap_or(0);
-        let crashes = self.crashes[u] - self.crashes_on.get(&(user, node)).copied().unwrap_or(0);
-        (runs, crashes)
+        let (total, on) = match run.signal() {
+            Some(_) => (&self.crashes, &self.crashes_on),
+            None => (&self.exits, &self.exits_on),
+        };
+        match run.nodes[..] {
+            [node] => Record {
+                runs: self.runs[u] - self.runs_on.get(&(user, node)).copied().unwrap_or(0),
+                fails: total[u] - on.get(&(user, node)).copied().unwrap_or(0),
+            },
+            _ => Record {
+                runs: self.runs[u].saturating_sub(1),
+                fails: total[u].saturating_sub(1),
+            },
+        }
     }
 }
 
@@ -229,8 +275,15 @@ pub enum Rule {
     NodeEvent,
     /// The first failing task of a multi-node run.
     FirstTaskExit,
-    /// A signal death weighed against the user's crash rate elsewhere.
+    /// A one-node signal death that the node's hardware hazard explains
+    /// better than the user's crash rate elsewhere.
     SignalDeath,
+    /// A one-node plain failing exit that the node's hardware hazard
+    /// explains better than the user's failure rate elsewhere.
+    NodeExit,
+    /// A multi-node failure without evidence that one node's hardware hazard
+    /// explains better than the user's record and the other nodes.
+    NodeHazard,
     /// An exit code: the user's.
     UserExit,
     /// A signal death the user's own record explains.
@@ -249,6 +302,8 @@ impl Rule {
             Rule::NodeEvent => "node_event",
             Rule::FirstTaskExit => "first_task_exit",
             Rule::SignalDeath => "signal_death",
+            Rule::NodeExit => "node_exit",
+            Rule::NodeHazard => "node_hazard",
             Rule::UserExit => "user_exit",
             Rule::UserCrash => "user_crash",
             Rule::UserBurst => "user_burst",
@@ -268,6 +323,10 @@ pub struct Attribution {
     pub category: String,
     /// The evidence in words, for reports.
     pub detail: String,
+    /// One of our health checks caught the fault (a finding or an `hc:`
+    /// event explains it): the node was drained for it and came back only
+    /// after a clean check.
+    pub caught_by_check: bool,
 }
 
 impl Attribution {
@@ -277,6 +336,15 @@ impl Attribution {
             rule,
             category: category.to_string(),
             detail,
+            caught_by_check: false,
+        }
+    }
+
+    /// Blamed on `node` for the evidence `m`.
+    fn evidence(node: i64, rule: Rule, m: &Mark, detail: String) -> Attribution {
+        Attribution {
+            caught_by_check: m.category != SLURM_CATEGORY,
+            ..Attribution::node(node, rule, &m.category, detail)
         }
     }
 
@@ -286,6 +354,7 @@ impl Attribution {
             rule,
             category: category.to_string(),
             detail,
+            caught_by_check: false,
         }
     }
 }
@@ -300,6 +369,7 @@ pub struct AttributionParams {
 /// What the first pass decided: final, or a signal death to weigh.
 enum FirstPass {
     Done(Attribution),
+    /// No evidence decides: a plain exit or signal death, or a multi-node run.
     Weigh,
 }
 
@@ -338,11 +408,15 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
     if let [node] = run.nodes[..] {
         let found = ev.node_evidence(&run.nodes, run.end);
         if run.state == "NODE_FAIL" {
-            let detail = found.map_or("NODE_FAIL".into(), |(_, m, _)| {
-                format!("NODE_FAIL; {}", evidence_text(m, run.end))
+            return FirstPass::Done(match found {
+                Some((_, m, _)) => Attribution::evidence(
+                    node,
+                    Rule::NodeFail,
+                    m,
+                    format!("NODE_FAIL; {}", evidence_text(m, run.end)),
+                ),
+                None => Attribution::node(node, Rule::NodeFail, "node_fail", "NODE_FAIL".into()),
             });
-            let cat = found.map_or("node_fail", |(_, m, _)| m.category.as_str());
-            return FirstPass::Done(Attribution::node(node, Rule::NodeFail, cat, detail));
         }
         let code = run.exit_code.unwrap_or(0);
         if run.signal().is_none()
@@ -358,13 +432,13 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
         }
         if let Some((_, m, rule)) = found {
             let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
-            return FirstPass::Done(Attribution::node(node, rule, &m.category, detail));
+            return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
         }
         return FirstPass::Weigh;
     }
     if let Some((node, m, rule)) = ev.node_evidence(&run.nodes, run.end) {
         let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
-        return FirstPass::Done(Attribution::node(node, rule, &m.category, detail));
+        return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
     }
     // The window is in seconds, the task exits in milliseconds: every
     // millisecond of the seconds `from..=hi` is inside.
@@ -390,15 +464,7 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
             detail,
         ));
     }
-    FirstPass::Done(Attribution::nobody(
-        Rule::Unattributed,
-        "unknown",
-        format!(
-            "{} on {} nodes, no node evidence",
-            exit_text(run),
-            run.nodes.len()
-        ),
-    ))
+    FirstPass::Weigh
 }
 
 /// The array a run belongs to: `123` of `123_4`; `None` outside arrays.
@@ -411,11 +477,8 @@ fn array_of(job_id: &str) -> Option<&str> {
 fn bursts(runs: &[FailedRun], weigh: &[usize]) -> Vec<bool> {
     let mut by_pair: HashMap<(&str, i64), Vec<usize>> = HashMap::new();
     for (k, &i) in weigh.iter().enumerate() {
-        if let Some(array) = array_of(&runs[i].job_id) {
-            by_pair
-                .entry((array, runs[i].nodes[0]))
-                .or_default()
-                .push(k);
+        if let (Some(array), [node]) = (array_of(&runs[i].job_id), &runs[i].nodes[..]) {
+            by_pair.entry((array, *node)).or_default().push(k);
         }
     }
     let mut burst = vec![false; weigh.len()];
@@ -456,113 +519,225 @@ pub fn attribute_all(
         }
     }
     let burst = bursts(runs, &weigh);
-    let mut crashes: Vec<usize> = Vec::new();
+    let mut weighed: Vec<usize> = Vec::new();
     for (k, &i) in weigh.iter().enumerate() {
-        let run = &runs[i];
-        let user = &users.names[run.user as usize];
         if burst[k] {
+            let user = &users.names[runs[i].user as usize];
             out[i] = Some(Attribution::nobody(
                 Rule::UserBurst,
                 "user",
                 format!(
                     "{}; one of {user}'s array tasks failing on this node within an hour",
-                    exit_text(run)
+                    exit_text(&runs[i])
                 ),
             ));
-        } else if run.signal().is_none() {
-            out[i] = Some(Attribution::nobody(
-                Rule::UserExit,
-                "user",
-                format!("{}: the program's own exit", exit_text(run)),
-            ));
         } else {
-            crashes.push(i);
+            weighed.push(i);
         }
     }
-    weigh_signal_deaths(runs, &crashes, &mut out, users, node_days);
+    let hazards = Hazards::estimate(runs, &weighed, &out, users, node_days);
+    for (k, &i) in weighed.iter().enumerate() {
+        out[i] = Some(hazards.verdict(k, &runs[i], users));
+    }
     out.into_iter()
         .map(|a| a.expect("every run attributed"))
         .collect()
 }
 
-/// Rule 5: the joint estimate of node hazards and users' crash rates.
-fn weigh_signal_deaths(
-    runs: &[FailedRun],
-    crashes: &[usize],
-    out: &mut [Option<Attribution>],
-    users: &UserStats,
-    node_days: &HashMap<i64, f64>,
-) {
-    let total_days: f64 = node_days.values().sum();
-    // Failures the other rules blamed, per node.
-    let mut strong: HashMap<i64, f64> = HashMap::new();
-    for n in out.iter().flatten().filter_map(|a| a.node) {
-        *strong.entry(n).or_default() += 1.0;
-    }
-    // The user's crash rate elsewhere, fixed.
-    let user_rate: Vec<(f64, u32, u32)> = crashes
-        .iter()
-        .map(|&i| {
-            let (r, c) = users.elsewhere(runs[i].user, runs[i].nodes[0]);
-            ((f64::from(c) + 0.5) / (f64::from(r) + 1.0), r, c)
-        })
-        .collect();
-    // Start from every signal death blamed on its node and let the estimate
-    // take back what the users' records explain.
-    let mut blame = vec![true; crashes.len()];
-    for _ in 0..10 {
-        let mut fails = strong.clone();
-        for (k, &i) in crashes.iter().enumerate() {
-            if blame[k] {
-                *fails.entry(runs[i].nodes[0]).or_default() += 1.0;
+/// Rule 5: the joint estimate of the nodes' hardware hazards and the users'
+/// own failure rates, for the runs that no evidence decides.
+///
+/// A run of `d` days on nodes with hazards `h` (hardware failures per
+/// node-day) ends in a hardware failure of its kind (signal or plain exit)
+/// with rate `π·h·d` per node, `π` the share of hardware failures with that
+/// signature; its user fails it with their rate `u` elsewhere. The chance
+/// that node `n` caused it is `π·h_n·d / (u + Σ π·h·d)`. The hazards are
+/// estimated from the failures evidence blames plus these chances (an EM
+/// iteration), each node starting from [`PRIOR_NODE_DAYS`] at the fleet
+/// rate, and a run's own chance never raises its nodes' hazards.
+struct Hazards {
+    /// Per weighed run: the user's rate, and each node's chance.
+    chances: Vec<(f64, Vec<f64>)>,
+    /// Per weighed run: the user's record it was weighed with.
+    records: Vec<Record>,
+}
+
+impl Hazards {
+    fn estimate(
+        runs: &[FailedRun],
+        weighed: &[usize],
+        decided: &[Option<Attribution>],
+        users: &UserStats,
+        node_days: &HashMap<i64, f64>,
+    ) -> Hazards {
+        let total_days: f64 = node_days.values().sum();
+        // Failures evidence blames, per node, and their signatures.
+        let mut hard: HashMap<i64, f64> = HashMap::new();
+        let (mut signals, mut exits, mut blamed) = (0.0, 0.0, 0.0);
+        for (run, a) in runs.iter().zip(decided) {
+            if let Some(n) = a.as_ref().and_then(|a| a.node) {
+                *hard.entry(n).or_default() += 1.0;
+                blamed += 1.0;
+                match (run.state.as_str(), run.signal()) {
+                    ("FAILED", Some(_)) => signals += 1.0,
+                    ("FAILED", None) => exits += 1.0,
+                    _ => {}
+                }
             }
         }
-        let fleet_rate = if total_days > 0.0 {
-            fails.values().sum::<f64>() / total_days
-        } else {
-            0.0
-        };
-        let next: Vec<bool> = crashes
+        let share_signal = (signals + 1.0) / (blamed + 3.0);
+        let share_exit = (exits + 1.0) / (blamed + 3.0);
+        let records: Vec<Record> = weighed
             .iter()
-            .enumerate()
-            .map(|(k, &i)| {
-                let node = runs[i].nodes[0];
-                // This job's own failure does not raise its node's hazard.
-                let own = if blame[k] { 1.0 } else { 0.0 };
-                let h = (fails.get(&node).copied().unwrap_or(0.0) - own
-                    + PRIOR_NODE_DAYS * fleet_rate)
-                    / (node_days.get(&node).copied().unwrap_or(0.0) + PRIOR_NODE_DAYS);
-                let hd = h * runs[i].node_days().max(1.0 / 24.0);
-                hd / (hd + user_rate[k].0) >= 0.5
+            .map(|&i| users.elsewhere(runs[i].user, &runs[i]))
+            .collect();
+        // Per weighed run: user rate, hardware rate per unit hazard.
+        let base: Vec<(f64, f64)> = weighed
+            .iter()
+            .zip(&records)
+            .map(|(&i, rec)| {
+                let share = if runs[i].signal().is_some() {
+                    share_signal
+                } else {
+                    share_exit
+                };
+                // Only a node fails a job with NODE_FAIL.
+                let u = if runs[i].state == "NODE_FAIL" {
+                    0.0
+                } else {
+                    rec.rate()
+                };
+                (u, share * runs[i].days().max(1.0 / 24.0))
             })
             .collect();
-        if next == blame {
-            break;
+        // Start from every signal death its nodes' and every plain exit its
+        // user's: a node that kills jobs shows from the first round, and
+        // users' everyday bugs do not inflate the hazards they are weighed by.
+        let mut chances: Vec<(f64, Vec<f64>)> = weighed
+            .iter()
+            .zip(&base)
+            .map(|(&i, &(u, _))| {
+                let k = runs[i].nodes.len();
+                let start = if runs[i].signal().is_some() {
+                    1.0 / k as f64
+                } else {
+                    0.0
+                };
+                (u, vec![start; k])
+            })
+            .collect();
+        for _ in 0..50 {
+            let mut fails = hard.clone();
+            for (k, &i) in weighed.iter().enumerate() {
+                for (n, w) in runs[i].nodes.iter().zip(&chances[k].1) {
+                    *fails.entry(*n).or_default() += w;
+                }
+            }
+            let fleet_rate = if total_days > 0.0 {
+                fails.values().sum::<f64>() / total_days
+            } else {
+                0.0
+            };
+            let mut change: f64 = 0.0;
+            for (k, &i) in weighed.iter().enumerate() {
+                let (u, per_hazard) = base[k];
+                let rates: Vec<f64> = runs[i]
+                    .nodes
+                    .iter()
+                    .zip(&chances[k].1)
+                    .map(|(n, own)| {
+                        let f = fails.get(n).copied().unwrap_or(0.0) - own;
+                        let h = (f.max(0.0) + PRIOR_NODE_DAYS * fleet_rate)
+                            / (node_days.get(n).copied().unwrap_or(0.0) + PRIOR_NODE_DAYS);
+                        h * per_hazard
+                    })
+                    .collect();
+                let total = u + rates.iter().sum::<f64>();
+                for (w, r) in chances[k].1.iter_mut().zip(&rates) {
+                    let next = if total > 0.0 { r / total } else { 0.0 };
+                    change = change.max((next - *w).abs());
+                    *w = next;
+                }
+            }
+            if change < 1e-6 {
+                break;
+            }
         }
-        blame = next;
+        Hazards { chances, records }
     }
-    for (k, &i) in crashes.iter().enumerate() {
-        let run = &runs[i];
-        let (_, r, c) = user_rate[k];
+
+    /// The verdict on the `k`th weighed run: its likeliest node's when that
+    /// node's chance is at least one half, else the user's (or nobody's).
+    fn verdict(&self, k: usize, run: &FailedRun, users: &UserStats) -> Attribution {
+        let (u, chances) = &self.chances[k];
+        let rec = self.records[k];
         let user = &users.names[run.user as usize];
-        let record = format!("{user} died of a signal in {c} of {r} runs elsewhere");
-        out[i] = Some(if blame[k] {
-            Attribution::node(
-                run.nodes[0],
-                Rule::SignalDeath,
-                "signal",
+        let what = if run.state == "NODE_FAIL" {
+            "cannot cause NODE_FAIL; they failed"
+        } else if run.signal().is_some() {
+            "died of a signal"
+        } else {
+            "failed with an exit code"
+        };
+        let where_ = if run.nodes.len() == 1 {
+            "elsewhere"
+        } else {
+            "in their other runs"
+        };
+        let record = format!(
+            "{user} {what} in {} of {} runs {where_} ({u:.3} per run)",
+            rec.fails, rec.runs
+        );
+        let best = chances
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)));
+        if let Some((j, &w)) = best.filter(|&(_, &w)| w >= 0.5) {
+            let rule = match (run.nodes.len(), run.signal()) {
+                (1, Some(_)) => Rule::SignalDeath,
+                (1, None) => Rule::NodeExit,
+                _ => Rule::NodeHazard,
+            };
+            let category = if run.signal().is_some() {
+                "signal"
+            } else {
+                "exit"
+            };
+            let among = if run.nodes.len() > 1 {
+                format!(" (of {} nodes)", run.nodes.len())
+            } else {
+                String::new()
+            };
+            return Attribution::node(
+                run.nodes[j],
+                rule,
+                category,
                 format!(
-                    "{}; {record}; this node fails jobs more often than that",
+                    "{}; {record}; the node's hardware{among} explains it with chance {w:.2}",
                     exit_text(run)
                 ),
-            )
-        } else {
-            Attribution::nobody(
+            );
+        }
+        match (run.nodes.len(), run.signal()) {
+            (1, Some(_)) => Attribution::nobody(
                 Rule::UserCrash,
                 "user",
                 format!("{}; {record}", exit_text(run)),
-            )
-        });
+            ),
+            (1, None) => Attribution::nobody(
+                Rule::UserExit,
+                "user",
+                format!("{}; {record}", exit_text(run)),
+            ),
+            (n, _) => Attribution::nobody(
+                Rule::Unattributed,
+                "unknown",
+                format!(
+                    "{} on {n} nodes, no node evidence; {record}",
+                    exit_text(run)
+                ),
+            ),
+        }
     }
 }
 
@@ -738,6 +913,102 @@ mod tests {
             &AttributionParams::default(),
         );
         assert!(a.iter().all(|a| a.rule == Rule::UserBurst), "{a:?}");
+    }
+
+    /// Two `NODE_FAIL`s of node 7 this month, and 100 nodes of 20 node-days.
+    fn node_7_failing() -> (Vec<FailedRun>, HashMap<i64, f64>) {
+        let days: HashMap<i64, f64> = (1..=100).map(|n| (n, 20.0)).collect();
+        let runs = [100_000, 900_000]
+            .into_iter()
+            .map(|end| {
+                let mut nf = run(&[7], "0:0");
+                nf.state = "NODE_FAIL".into();
+                nf.end = end;
+                nf.job_id_raw = end;
+                nf
+            })
+            .collect();
+        (runs, days)
+    }
+
+    #[test]
+    fn a_plain_exit_is_the_nodes_only_when_its_user_rarely_fails_that_way() {
+        let mut u = users(&["alice", "bob"]);
+        // alice: 400 runs elsewhere, 1 plain failure; bob: 1 in 10 fails.
+        u.runs = vec![400, 400];
+        u.exits = vec![1, 40];
+        let (mut runs, days) = node_7_failing();
+        let mut long = run(&[7], "1:0");
+        long.start = Some(10_000 - 2 * 86_400);
+        runs.push(long.clone());
+        long.user = 1;
+        runs.push(long);
+        let a = attribute_all(
+            &runs,
+            &Evidence::default(),
+            &u,
+            &days,
+            &AttributionParams::default(),
+        );
+        assert_eq!((a[2].node, a[2].rule), (Some(7), Rule::NodeExit), "{a:?}");
+        assert!(
+            a[2].detail
+                .contains("alice failed with an exit code in 1 of 400 runs elsewhere"),
+            "{}",
+            a[2].detail
+        );
+        assert_eq!((a[3].node, a[3].rule), (None, Rule::UserExit));
+        // On a node with no other failure, alice's exit is hers.
+        let mut quiet = run(&[8], "1:0");
+        quiet.start = Some(10_000 - 2 * 86_400);
+        let a = attribute_all(
+            &[quiet],
+            &Evidence::default(),
+            &u,
+            &days,
+            &AttributionParams::default(),
+        );
+        assert_eq!((a[0].node, a[0].rule), (None, Rule::UserExit));
+    }
+
+    #[test]
+    fn a_multi_node_failure_without_evidence_goes_to_a_node_that_already_fails_jobs() {
+        let mut u = users(&["alice"]);
+        u.runs[0] = 400;
+        let (mut runs, days) = node_7_failing();
+        let mut multi = run(&[5, 6, 7, 8], "0:7");
+        multi.start = Some(10_000 - 86_400);
+        runs.push(multi.clone());
+        let a = attribute_all(
+            &runs,
+            &Evidence::default(),
+            &u,
+            &days,
+            &AttributionParams::default(),
+        );
+        assert_eq!((a[2].node, a[2].rule), (Some(7), Rule::NodeHazard), "{a:?}");
+        // Among healthy nodes it is nobody's.
+        multi.nodes = vec![1, 2, 3, 4];
+        runs[2] = multi;
+        let a = attribute_all(
+            &runs,
+            &Evidence::default(),
+            &u,
+            &days,
+            &AttributionParams::default(),
+        );
+        assert_eq!((a[2].node, a[2].rule), (None, Rule::Unattributed));
+    }
+
+    #[test]
+    fn what_a_check_caught_is_marked_and_slurms_own_events_are_not() {
+        let u = users(&["alice"]);
+        let mut ev = Evidence::default();
+        ev.events.insert(7, vec![mark(9_900, "xid")]);
+        ev.events.insert(8, vec![mark(9_900, SLURM_CATEGORY)]);
+        assert!(one(&run(&[7], "0:7"), &ev, &u).caught_by_check);
+        let a = one(&run(&[8], "0:7"), &ev, &u);
+        assert_eq!((a.node, a.caught_by_check), (Some(8), false));
     }
 
     #[test]

@@ -1,12 +1,27 @@
 //! Which nodes are lemons: threshold rules per signal, a Poisson tail test
 //! against the fleet's failure rate, and a gate on distinct failing jobs.
 //!
-//! A node is flagged when
-//! * it has at least `min_failing_jobs` distinct failing jobs attributed to it,
-//!   on at least `min_failing_days` distinct days (one bad day is not a lemon), and
-//! * either its failure count is improbable given the fleet's failure rate
-//!   per node-day and its own node-days (Poisson tail below `p_value`), or at
+//! A node is flagged when either
+//! * it has at least `min_failing_jobs` distinct failing jobs attributed to
+//!   it that no health check caught, on at least `min_failing_days` distinct
+//!   days (one bad day is not a lemon), and that count is improbable given
+//!   the fleet's rate of such failures per node-day and the node's own
+//!   node-days; or
+//! * it has that many failing jobs on that many days, caught or not, and at
 //!   least two signals reach their thresholds.
+//!
+//! The test counts what no check caught because a caught fault is already
+//! handled: the check drained the node and it came back only after a clean
+//! check. The nodes the lemon job exists for are the ones that keep failing
+//! jobs while the checks see nothing; repeated caught faults show in
+//! `xid_cnt`, `out_count` and `tickets`.
+//!
+//! *Improbable* is a Poisson tail below the false-discovery cut: with the
+//! fleet's `m` tails sorted, the largest `p_(i) <= q·i/m` (Benjamini and
+//! Hochberg, `q` = `false_discovery_rate`). When no node is a lemon, it is
+//! as strict as `q/m` (2e-4 on 512 nodes); when several are, each admits
+//! the next, and the expected share of healthy nodes among the improbable
+//! ones stays below `q`. A tail below `p_value` is improbable in any case.
 //!
 //! A threshold is the configured value, else the fleet's `fleet_quantile`
 //! of that signal, but never below the configured floor.
@@ -28,10 +43,12 @@ pub struct Trip {
 pub struct Verdict {
     pub signals: NodeSignals,
     pub tripped: Vec<Trip>,
-    /// P(X >= fails) under the fleet rate.
+    /// P(X >= uncaught failures) under the fleet's rate of them.
     pub p_value: f64,
-    /// Failures expected from the fleet rate and the node's node-days.
+    /// Uncaught failures expected from the fleet's rate and the node's node-days.
     pub expected_fails: f64,
+    /// The tail below which a count was improbable in this scoring.
+    pub p_cutoff: f64,
     pub poisson_tripped: bool,
     pub flagged: bool,
 }
@@ -62,9 +79,16 @@ pub struct Scores {
     /// Hardware failures (attributed to nodes) per 1000 node-days, lemons
     /// excepted: the paper's r_f, what a healthy node is expected to fail.
     pub fleet_rate_per_1000_node_days: f64,
+    /// The same for the failures no health check caught: what a node's
+    /// count is tested against.
+    pub uncaught_rate_per_1000_node_days: f64,
     pub attributed_failures: u64,
     pub unattributed_failures: u64,
     pub user_error_failures: u64,
+    /// The tail below which a node's count was improbable.
+    pub p_cutoff: f64,
+    /// The false-discovery rate that cut was set for (0: `p_value` alone).
+    pub false_discovery_rate: f64,
     pub thresholds: Thresholds,
     /// All nodes, worst first.
     pub verdicts: Vec<Verdict>,
@@ -150,8 +174,15 @@ fn thresholds(fleet: &FleetSignals, cfg: &LemonSettings) -> Thresholds {
     }
 }
 
-/// The verdict on one node given the fleet's hardware rate per node-day.
-fn judge(s: NodeSignals, thresholds: &Thresholds, rate: f64, cfg: &LemonSettings) -> Verdict {
+/// The verdict on one node given the fleet's hardware rate per node-day
+/// and the tail below which a count is improbable.
+fn judge(
+    s: NodeSignals,
+    thresholds: &Thresholds,
+    rate: f64,
+    p_cutoff: f64,
+    cfg: &LemonSettings,
+) -> Verdict {
     let tripped: Vec<Trip> = thresholds
         .values
         .iter()
@@ -165,29 +196,69 @@ fn judge(s: NodeSignals, thresholds: &Thresholds, rate: f64, cfg: &LemonSettings
         })
         .collect();
     let expected = rate * s.node_days;
-    let p_value = poisson_tail(s.fails(), expected);
-    let poisson_tripped = s.fails() > 0 && p_value < cfg.p_value;
-    let gate = s.fails() >= cfg.min_failing_jobs && s.failing_days >= cfg.min_failing_days;
-    let flagged = gate && (poisson_tripped || tripped.len() >= 2);
+    let p_value = poisson_tail(s.uncaught_fails, expected);
+    let poisson_tripped = s.uncaught_fails > 0 && p_value <= p_cutoff;
+    let gate =
+        |fails: u32, days: u32| fails >= cfg.min_failing_jobs && days >= cfg.min_failing_days;
+    let flagged = (gate(s.uncaught_fails, s.uncaught_days) && poisson_tripped)
+        || (gate(s.fails(), s.failing_days) && tripped.len() >= 2);
     Verdict {
         signals: s,
         tripped,
         p_value,
         expected_fails: expected,
+        p_cutoff,
         poisson_tripped,
         flagged,
     }
 }
 
+/// The Benjamini-Hochberg cut at rate `q` over `tails`: the largest tail
+/// `p_(i)` with `p_(i) <= q·i/m`, or 0 when there is none. Never below
+/// `floor` (a tail that small is improbable however few nodes there are).
+pub fn false_discovery_cut(tails: &[f64], q: f64, floor: f64) -> f64 {
+    let mut sorted: Vec<f64> = tails.to_vec();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let m = sorted.len() as f64;
+    let cut = sorted
+        .iter()
+        .enumerate()
+        .filter(|&(i, &p)| p <= q * (i + 1) as f64 / m)
+        .map(|(_, &p)| p)
+        .next_back()
+        .unwrap_or(0.0);
+    // `floor` is a strict bound, as it always was.
+    cut.max(floor * (1.0 - f64::EPSILON))
+}
+
+/// The tail below which counts are improbable at `rate`, over the nodes
+/// that pass the gate (the others cannot be flagged; they keep their place
+/// in `m`).
+fn improbable_below(nodes: &[NodeSignals], rate: f64, cfg: &LemonSettings) -> f64 {
+    if cfg.false_discovery_rate <= 0.0 {
+        return cfg.p_value * (1.0 - f64::EPSILON);
+    }
+    let tails: Vec<f64> = nodes
+        .iter()
+        .map(|s| poisson_tail(s.uncaught_fails, rate * s.node_days))
+        .collect();
+    false_discovery_cut(&tails, cfg.false_discovery_rate, cfg.p_value)
+}
+
 /// The fleet's hardware failure rate per node-day (the paper's r_f), over
 /// the nodes `keep` says are not lemons: lemons would raise the background
-/// they are judged against.
-fn hardware_rate(nodes: &[NodeSignals], keep: &dyn Fn(&NodeSignals) -> bool) -> f64 {
+/// they are judged against. `count` picks the failures: all, or those no
+/// check caught.
+fn hardware_rate(
+    nodes: &[NodeSignals],
+    keep: &dyn Fn(&NodeSignals) -> bool,
+    count: fn(&NodeSignals) -> u32,
+) -> f64 {
     let (fails, days) = nodes
         .iter()
         .filter(|s| keep(s))
         .fold((0u64, 0.0), |(f, d), s| {
-            (f + u64::from(s.fails()), d + s.node_days)
+            (f + u64::from(count(s)), d + s.node_days)
         });
     if days > 0.0 {
         fails as f64 / days
@@ -196,22 +267,28 @@ fn hardware_rate(nodes: &[NodeSignals], keep: &dyn Fn(&NodeSignals) -> bool) -> 
     }
 }
 
-/// Applies the rules to the fleet's signals. The rate is estimated twice:
-/// over all nodes, then over the nodes the first pass did not flag.
+/// Applies the rules to the fleet's signals. The rate and the cut are
+/// estimated twice: over all nodes, then over the nodes the first pass did
+/// not flag.
 pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
     let thresholds = thresholds(&fleet, cfg);
-    let first = hardware_rate(&fleet.nodes, &|_| true);
+    let uncaught = |s: &NodeSignals| s.uncaught_fails;
+    let first = hardware_rate(&fleet.nodes, &|_| true, uncaught);
+    let first_cut = improbable_below(&fleet.nodes, first, cfg);
     let lemons: std::collections::HashSet<i64> = fleet
         .nodes
         .iter()
-        .filter(|s| judge((*s).clone(), &thresholds, first, cfg).flagged)
+        .filter(|s| judge((*s).clone(), &thresholds, first, first_cut, cfg).flagged)
         .map(|s| s.node_id)
         .collect();
-    let rate = hardware_rate(&fleet.nodes, &|s| !lemons.contains(&s.node_id));
+    let not_lemon = |s: &NodeSignals| !lemons.contains(&s.node_id);
+    let rate = hardware_rate(&fleet.nodes, &not_lemon, uncaught);
+    let all_rate = hardware_rate(&fleet.nodes, &not_lemon, NodeSignals::fails);
+    let p_cutoff = improbable_below(&fleet.nodes, rate, cfg);
     let mut verdicts: Vec<Verdict> = fleet
         .nodes
         .into_iter()
-        .map(|s| judge(s, &thresholds, rate, cfg))
+        .map(|s| judge(s, &thresholds, rate, p_cutoff, cfg))
         .collect();
     verdicts.sort_by(|a, b| {
         b.flagged
@@ -225,10 +302,13 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
         window_start: fleet.window_start,
         window_end: fleet.window_end,
         fleet_nodes: verdicts.len(),
-        fleet_rate_per_1000_node_days: rate * 1000.0,
+        fleet_rate_per_1000_node_days: all_rate * 1000.0,
+        uncaught_rate_per_1000_node_days: rate * 1000.0,
         attributed_failures: fleet.attributed_failures,
         unattributed_failures: fleet.unattributed_failures,
         user_error_failures: fleet.user_error_failures,
+        p_cutoff,
+        false_discovery_rate: cfg.false_discovery_rate.max(0.0),
         thresholds,
         verdicts,
     }
@@ -266,6 +346,8 @@ mod tests {
             single_node_node_fails: fails,
             failing_jobs: (0..fails).map(|i| format!("{name}-{i}")).collect(),
             failing_days: days,
+            uncaught_fails: fails,
+            uncaught_days: days,
             node_days,
             single_node_jobs: 100,
             single_node_node_failure_rate: f64::from(fails) / 100.0,
@@ -305,6 +387,19 @@ mod tests {
     }
 
     #[test]
+    fn failures_the_checks_caught_are_not_what_the_test_counts() {
+        let mut nodes: Vec<NodeSignals> = (0..1000)
+            .map(|i| node(&format!("n{i:04}"), u32::from(i % 200 == 0), 1, 28.0))
+            .collect();
+        let mut caught = node("caught", 6, 5, 28.0);
+        caught.uncaught_fails = 1;
+        caught.uncaught_days = 1;
+        nodes.push(caught);
+        let scores = decide(fleet(nodes), &LemonSettings::default());
+        assert_eq!(scores.flagged().count(), 0);
+    }
+
+    #[test]
     fn one_bad_day_or_too_few_jobs_is_not_a_lemon() {
         let mut nodes: Vec<NodeSignals> = (0..1000)
             .map(|i| node(&format!("n{i:04}"), 0, 0, 28.0))
@@ -313,6 +408,35 @@ mod tests {
         nodes.push(node("few", 2, 2, 28.0));
         let scores = decide(fleet(nodes), &LemonSettings::default());
         assert_eq!(scores.flagged().count(), 0);
+    }
+
+    #[test]
+    fn the_false_discovery_cut_admits_the_next_lemon_only_beside_others() {
+        // 500 healthy tails spread evenly over (0, 1].
+        let healthy: Vec<f64> = (1..=500).map(|i| f64::from(i) / 500.0).collect();
+        let alone = [healthy.clone(), vec![5e-4]].concat();
+        // One node at 5e-4 among 501: above q/m = 2e-4, not improbable.
+        assert_eq!(
+            false_discovery_cut(&alone, 0.1, 1e-6),
+            1e-6 * (1.0 - f64::EPSILON)
+        );
+        // Beside two clear lemons it is the third of 503: 3·q/m = 6e-4.
+        let beside = [healthy, vec![5e-4, 1e-7, 1e-8]].concat();
+        assert_eq!(false_discovery_cut(&beside, 0.1, 1e-6), 5e-4);
+    }
+
+    #[test]
+    fn a_fleet_without_lemons_flags_nothing_at_any_false_discovery_rate() {
+        // Every node's count is what the fleet's rate predicts: one failure
+        // on a few nodes, none elsewhere.
+        let nodes: Vec<NodeSignals> = (0..512)
+            .map(|i| node(&format!("n{i:04}"), u32::from(i % 7 == 0), 1, 20.0))
+            .collect();
+        let mut cfg = LemonSettings::default();
+        for q in [0.05, 0.1, 0.3] {
+            cfg.false_discovery_rate = q;
+            assert_eq!(decide(fleet(nodes.clone()), &cfg).flagged().count(), 0);
+        }
     }
 
     #[test]

@@ -52,9 +52,13 @@ pub struct Report<'a> {
     pub window_days: u32,
     pub fleet_nodes: usize,
     pub fleet_rate_per_1000_node_days: f64,
+    pub uncaught_rate_per_1000_node_days: f64,
     pub attributed_failures: u64,
     pub unattributed_failures: u64,
     pub user_error_failures: u64,
+    /// The tail below which a node's count was improbable.
+    pub p_cutoff: f64,
+    pub false_discovery_rate: f64,
     pub thresholds: &'a [(Signal, f64)],
     pub flagged: Vec<&'a Verdict>,
     /// The next-worst nodes, for context.
@@ -81,9 +85,12 @@ impl<'a> Report<'a> {
             window_days,
             fleet_nodes: scores.fleet_nodes,
             fleet_rate_per_1000_node_days: scores.fleet_rate_per_1000_node_days,
+            uncaught_rate_per_1000_node_days: scores.uncaught_rate_per_1000_node_days,
             attributed_failures: scores.attributed_failures,
             unattributed_failures: scores.unattributed_failures,
             user_error_failures: scores.user_error_failures,
+            p_cutoff: scores.p_cutoff,
+            false_discovery_rate: scores.false_discovery_rate,
             thresholds: &scores.thresholds.values,
             flagged: scores.flagged().collect(),
             others: scores
@@ -125,13 +132,15 @@ impl<'a> Report<'a> {
         );
         let _ = writeln!(
             s,
-            "fleet: {} nodes, {:.2} hardware failures per 1000 node-days ({} failed jobs blamed on nodes, {} unattributed, {} the users' own)",
+            "fleet: {} nodes, {:.2} hardware failures per 1000 node-days, {:.2} of them caught by no check ({} failed jobs blamed on nodes, {} unattributed, {} the users' own)",
             self.fleet_nodes,
             self.fleet_rate_per_1000_node_days,
+            self.uncaught_rate_per_1000_node_days,
             self.attributed_failures,
             self.unattributed_failures,
             self.user_error_failures
         );
+        let _ = writeln!(s, "{}", self.cut_text());
         let th: Vec<String> = self
             .thresholds
             .iter()
@@ -189,6 +198,18 @@ impl<'a> Report<'a> {
         s
     }
 
+    /// What made a count improbable in this scoring.
+    fn cut_text(&self) -> String {
+        if self.false_discovery_rate > 0.0 {
+            format!(
+                "improbable: a Poisson tail at most {:.2e} (the false-discovery cut at rate {} over {} nodes)",
+                self.p_cutoff, self.false_discovery_rate, self.fleet_nodes
+            )
+        } else {
+            format!("improbable: a Poisson tail below {:.2e}", self.p_cutoff)
+        }
+    }
+
     fn markdown(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "# Lemon report\n");
@@ -202,13 +223,15 @@ impl<'a> Report<'a> {
         );
         let _ = writeln!(
             s,
-            "Fleet: {} nodes, {:.2} hardware failures per 1000 node-days ({} failed jobs blamed on nodes, {} unattributed, {} the users' own).\n",
+            "Fleet: {} nodes, {:.2} hardware failures per 1000 node-days, {:.2} of them caught by no check ({} failed jobs blamed on nodes, {} unattributed, {} the users' own).\n",
             self.fleet_nodes,
             self.fleet_rate_per_1000_node_days,
+            self.uncaught_rate_per_1000_node_days,
             self.attributed_failures,
             self.unattributed_failures,
             self.user_error_failures
         );
+        let _ = writeln!(s, "{}.\n", self.cut_text());
         let _ = writeln!(s, "## Nodes\n");
         let _ = write!(s, "| node | flagged | fails | p |");
         for n in Signal::ALL {
@@ -249,20 +272,24 @@ impl<'a> Report<'a> {
             for v in &self.flagged {
                 let _ = writeln!(
                     s,
-                    "* `{}`: {} jobs, {:.2} expected from the fleet's hardware rate (p = {:.2e})",
+                    "* `{}`: {} jobs, {} of them caught by no check where {:.2} were expected from the fleet's rate (p = {:.2e}, {} {:.2e})",
                     v.signals.node,
                     v.signals.fails(),
+                    v.signals.uncaught_fails,
                     v.expected_fails,
-                    v.p_value
+                    v.p_value,
+                    if v.poisson_tripped { "at most the cut" } else { "above the cut" },
+                    v.p_cutoff
                 );
                 for j in &v.signals.evidence {
                     let _ = writeln!(
                         s,
-                        "  * {} `{}` ({}): {}: {}",
+                        "  * {} `{}` ({}): {}{}: {}",
                         db::fmt_time(j.end),
                         j.job_id,
                         j.user,
                         j.rule.as_str(),
+                        caught_text(j),
                         j.detail.replace('|', "\\|")
                     );
                 }
@@ -297,17 +324,20 @@ impl<'a> Report<'a> {
 fn node_text(s: &mut String, v: &Verdict) {
     let _ = writeln!(
         s,
-        "  {}: {} distinct failing jobs on {} days, {:.2} expected (p = {:.2e}{})",
+        "  {}: {} distinct failing jobs on {} days; {} caught by no check, on {} days, where the fleet's rate of those predicts {:.2} (p = {:.2e}, {} {:.2e})",
         v.signals.node,
         v.signals.fails(),
         v.signals.failing_days,
+        v.signals.uncaught_fails,
+        v.signals.uncaught_days,
         v.expected_fails,
         v.p_value,
         if v.poisson_tripped {
-            ", improbable"
+            "improbable: at most the cut"
         } else {
-            ""
-        }
+            "above the cut"
+        },
+        v.p_cutoff
     );
     let vals: Vec<String> = Signal::ALL
         .iter()
@@ -329,12 +359,22 @@ fn node_text(s: &mut String, v: &Verdict) {
     for j in &v.signals.evidence {
         let _ = writeln!(
             s,
-            "      {} {} {:<16} {}: {}",
+            "      {} {} {:<16} {}{}: {}",
             db::fmt_time(j.end),
             j.user,
             j.job_id,
             j.rule.as_str(),
+            caught_text(j),
             j.detail
         );
+    }
+}
+
+/// Marks a job whose fault a health check caught (it does not count in the test).
+fn caught_text(j: &crate::signals::BlamedJob) -> &'static str {
+    if j.caught_by_check {
+        " (caught by a check)"
+    } else {
+        ""
     }
 }

@@ -86,6 +86,8 @@ pub struct BlamedJob {
     pub rule: Rule,
     pub category: String,
     pub detail: String,
+    /// A health check caught the fault (and the node was drained for it).
+    pub caught_by_check: bool,
 }
 
 /// One node's signals and the evidence behind them.
@@ -119,6 +121,11 @@ pub struct NodeSignals {
     pub failing_jobs: Vec<String>,
     /// Distinct UTC days with an attributed failure.
     pub failing_days: u32,
+    /// Distinct job ids attributed to the node that no health check caught:
+    /// what the lemon test counts.
+    pub uncaught_fails: u32,
+    /// Distinct UTC days with one of those.
+    pub uncaught_days: u32,
     /// Every run counted against the node with its evidence, by end time.
     pub evidence: Vec<BlamedJob>,
 }
@@ -213,6 +220,10 @@ pub fn compute_with_window(
                     b.early.insert(run.job_id_raw);
                 }
                 b.days.insert(run.end.div_euclid(86_400));
+                if !a.caught_by_check {
+                    b.uncaught.insert(run.job_id_raw);
+                    b.uncaught_days.insert(run.end.div_euclid(86_400));
+                }
                 b.jobs.push(BlamedJob {
                     job_id: run.job_id.clone(),
                     end: run.end,
@@ -220,6 +231,7 @@ pub fn compute_with_window(
                     rule: a.rule,
                     category: a.category.clone(),
                     detail: a.detail.clone(),
+                    caught_by_check: a.caught_by_check,
                 });
             }
             Some(_) => {}
@@ -240,6 +252,10 @@ pub fn compute_with_window(
         s.multi_node_node_fails = b.multi.len() as u32;
         s.early_fails = b.early.len() as u32;
         s.failing_days = b.days.len() as u32;
+        // A job whose run a check caught counts as caught; requeued runs of
+        // it that no check caught still count.
+        s.uncaught_fails = b.uncaught.len() as u32;
+        s.uncaught_days = b.uncaught_days.len() as u32;
         s.evidence = b.jobs;
     }
     for s in per.values_mut() {
@@ -458,6 +474,8 @@ struct Blame {
     multi: BTreeSet<i64>,
     early: BTreeSet<i64>,
     days: BTreeSet<i64>,
+    uncaught: BTreeSet<i64>,
+    uncaught_days: BTreeSet<i64>,
     jobs: Vec<BlamedJob>,
 }
 
@@ -476,7 +494,7 @@ pub fn attribute_range(
     let mut user_index = HashMap::new();
     let exposure = exposure(conn, t0, t1, since, &mut users, &mut user_index)?;
     let runs = load_failed(conn, t0, t1, &mut users, &mut user_index)?;
-    users.add_crashes(&runs);
+    users.add_failures(&runs);
     let ev = load_evidence(conn, t0, t1)?;
     // Every run counts as at least an hour, as in the attribution's own
     // weighing: seconds-long runs must not make a node's exposure zero.
@@ -576,7 +594,7 @@ fn event_category(why: &str) -> String {
                 .unwrap_or("");
             attribute::category_of_code(code)
         }
-        _ => "slurm".into(),
+        _ => attribute::SLURM_CATEGORY.into(),
     }
 }
 
