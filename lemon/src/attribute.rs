@@ -698,7 +698,9 @@ impl Hazards {
                 (1, None) => Rule::NodeExit,
                 _ => Rule::NodeHazard,
             };
-            let category = if run.signal().is_some() {
+            let category = if run.state == "NODE_FAIL" {
+                "node_fail"
+            } else if run.signal().is_some() {
                 "signal"
             } else {
                 "exit"

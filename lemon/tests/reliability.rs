@@ -5,10 +5,10 @@ use chrono::{DateTime, Duration, Utc};
 use lemon::reliability::ettr::EttrCase;
 use lemon::reliability::mttf::{mttf_interval, projected_mttf_hours};
 use lemon::reliability::render::{render, Format};
-use lemon::reliability::synthetic::{generate, SyntheticSpec};
 use lemon::reliability::{
     build_report, JobRecord, JobState, ReliabilityError, ReportInput, ReportParams, TimeRange,
 };
+use lemonade_tests::reliability_history::{generate, SyntheticSpec};
 
 /// RSC-1's failure rate, per node-day.
 const RSC1: f64 = 6.5e-3;

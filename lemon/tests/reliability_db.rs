@@ -278,8 +278,8 @@ fn ettr_command_answers_one_case() {
 
 #[test]
 fn report_from_lemon_db_matches_the_history_it_was_written_from() {
-    use lemon::reliability::synthetic::{generate, store, SyntheticSpec};
     use lemon::reliability::{build_report, ReportInput, ReportParams};
+    use lemonade_tests::reliability_history::{generate, store, SyntheticSpec};
     let input = generate(&SyntheticSpec {
         jobs: 5_000,
         ..SyntheticSpec::default()
@@ -312,7 +312,8 @@ fn report_from_lemon_db_matches_the_history_it_was_written_from() {
     // Run by run: every attribution of the history comes back with its
     // category. The synthetic history does not keep allocations apart, so
     // a finding can also explain another failed run that shares its node
-    // in the window (the rule at work); those extras stay rare.
+    // in the window (the rule at work), and the weighing can blame a user's
+    // failure on a node that already fails jobs; those extras stay rare.
     let by_id: std::collections::HashMap<&str, &lemon::reliability::JobRecord> =
         from_db.jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     let mut extra = 0;
@@ -320,7 +321,9 @@ fn report_from_lemon_db_matches_the_history_it_was_written_from() {
         let db_job = by_id[j.id.as_str()];
         match &j.category {
             Some(c) => assert_eq!(db_job.category.as_ref(), Some(c), "run {}", j.id),
-            None if db_job.category.is_some() => extra += 1,
+            // A NODE_FAIL the history leaves unexplained is a node's all the
+            // same; the weighing may name the node.
+            None if db_job.category.is_some() && j.state != JobState::NodeFail => extra += 1,
             None => {}
         }
     }

@@ -4,8 +4,8 @@
 //! without it this test fails rather than skipping.
 
 use lemon::reliability::render::{render, Format};
-use lemon::reliability::synthetic::{generate, SyntheticSpec};
 use lemon::reliability::{build_report, ReliabilityReport, ReportParams};
+use lemonade_tests::reliability_history::{generate, SyntheticSpec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -8,11 +8,16 @@
 //! * [`spank`]: our SPANK plugins on such a cluster.
 //! * [`slurm_root`]: another Slurm series (24.11, 26.05) from a Debian root,
 //!   for clusters of that series.
+//! * [`history`]: scheduler histories in sacct's format with planted lemons.
+//! * [`reliability_history`] (feature `reliability`): job records with a
+//!   known hardware failure rate, for the reliability report.
 
 pub mod cluster;
 pub mod fake_nvml;
 pub mod fixture;
 pub mod history;
+#[cfg(feature = "reliability")]
+pub mod reliability_history;
 pub mod slurm_root;
 pub mod spank;
 

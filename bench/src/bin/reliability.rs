@@ -12,10 +12,10 @@
 use lemon::attribute::AttributionParams;
 use lemon::reliability::load::{current_lemons, fleet_nodes, load_jobs};
 use lemon::reliability::render::{render, Format};
-use lemon::reliability::synthetic::{
+use lemon::reliability::{build_report, JobState, ReportInput, ReportParams};
+use lemonade_tests::reliability_history::{
     generate, store, SyntheticSpec, SIZES_FOR_STATISTICS, SIZES_REALISTIC,
 };
-use lemon::reliability::{build_report, JobState, ReportInput, ReportParams};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(5);

@@ -21,7 +21,6 @@ pub mod outcomes;
 pub mod render;
 pub mod stats;
 pub mod svg;
-pub mod synthetic;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;

@@ -5,10 +5,11 @@
 //! `nodes × r_f` (a Poisson process per node), so failures over node-days
 //! estimates r_f without bias whatever the run lengths and sizes.
 
-use super::{
+use crate::history::Rng;
+use chrono::{DateTime, Duration, Utc};
+use lemon::reliability::{
     JobRecord, JobState, LemonEntry, ReliabilityError, ReportInput, SignalValues, TimeRange,
 };
-use chrono::{DateTime, Duration, Utc};
 use lemonade_sql::rusqlite::Connection;
 
 /// What to generate.
@@ -41,50 +42,6 @@ impl Default for SyntheticSpec {
             sizes: &SIZES_FOR_STATISTICS,
             seed: 42,
         }
-    }
-}
-
-/// A small deterministic generator (SplitMix64): the tests need the same
-/// history every run, not cryptographic quality.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded generator.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponential with the given mean.
-    pub fn exponential(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.uniform()).ln()
-    }
-
-    /// Index drawn with the given weights.
-    pub fn pick(&mut self, weights: &[f64]) -> usize {
-        let total: f64 = weights.iter().sum();
-        let mut x = self.uniform() * total;
-        for (i, w) in weights.iter().enumerate() {
-            if x < *w {
-                return i;
-            }
-            x -= w;
-        }
-        weights.len() - 1
     }
 }
 
@@ -142,8 +99,8 @@ pub fn generate(spec: &SyntheticSpec) -> ReportInput {
     for i in 0..spec.jobs {
         let gpus = spec.sizes[rng.pick(&size_weights)].0;
         let nodes = gpus.div_ceil(spec.gpus_per_node).max(1);
-        let planned = min_s * (max_s / min_s).powf(rng.uniform()).min(span_s * 0.9);
-        let start_s = rng.uniform() * (span_s - planned);
+        let planned = min_s * (max_s / min_s).powf(rng.f64()).min(span_s * 0.9);
+        let start_s = rng.f64() * (span_s - planned);
         // The run's own end comes first (completion, a user's bug, a cancel,
         // ...); hardware then fails it if its failure time comes earlier.
         // Drawing in the other order would over-count failures relative to
@@ -159,18 +116,18 @@ pub fn generate(spec: &SyntheticSpec) -> ReportInput {
         let own_runtime = if own == JobState::Completed || own == JobState::Timeout {
             planned
         } else {
-            planned * rng.uniform()
+            planned * rng.f64()
         };
-        let fail_after = rng.exponential(1.0 / (nodes as f64 * rate_per_node_s));
+        let fail_after = rng.exp(1.0 / (nodes as f64 * rate_per_node_s));
         let (state, runtime, category, co) = if fail_after < own_runtime {
             let cat = CATEGORIES[rng.pick(&cat_weights)].0;
             let mut co = Vec::new();
-            if cat == "pcie" && rng.uniform() < 0.43 {
+            if cat == "pcie" && rng.f64() < 0.43 {
                 co.push("xid".to_string());
             }
-            if rng.uniform() < 0.4 {
+            if rng.f64() < 0.4 {
                 // NODE_FAIL: the node vanished; half the time a check explains it.
-                let cat = (rng.uniform() < 0.5).then(|| cat.to_string());
+                let cat = (rng.f64() < 0.5).then(|| cat.to_string());
                 (JobState::NodeFail, fail_after, cat, co)
             } else {
                 (JobState::Failed, fail_after, Some(cat.to_string()), co)
@@ -180,7 +137,7 @@ pub fn generate(spec: &SyntheticSpec) -> ReportInput {
         };
         let start = range.since + Duration::milliseconds((start_s * 1000.0) as i64);
         let end = start + Duration::milliseconds((runtime * 1000.0) as i64);
-        let wait = Duration::seconds(rng.exponential(1200.0) as i64);
+        let wait = Duration::seconds(rng.exp(1200.0) as i64);
         let hardware = state == JobState::NodeFail || category.is_some();
         jobs.push(JobRecord {
             id: (1_000_000 + i).to_string(),
@@ -209,7 +166,7 @@ pub fn generate(spec: &SyntheticSpec) -> ReportInput {
             name: name.to_string(),
             threshold: Some(3.0 + k as f64),
             values: (0..spec.fleet_nodes)
-                .map(|_| (rng.exponential(0.6 + k as f64 * 0.3)).floor())
+                .map(|_| (rng.exp(0.6 + k as f64 * 0.3)).floor())
                 .collect(),
         })
         .collect();
