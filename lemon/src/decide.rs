@@ -36,6 +36,9 @@ pub struct Trip {
     pub signal: Signal,
     pub value: f64,
     pub threshold: f64,
+    /// The administrator set this threshold (`[lemon.thresholds]`); a
+    /// threshold derived from the fleet's quantile only informs.
+    pub configured: bool,
 }
 
 /// The decision on one node.
@@ -58,6 +61,8 @@ pub struct Verdict {
 pub struct Thresholds {
     /// One per signal, in [`Signal::ALL`]'s order.
     pub values: Vec<(Signal, f64)>,
+    /// The signals whose threshold the administrator set.
+    pub configured: Vec<Signal>,
 }
 
 impl Thresholds {
@@ -160,6 +165,11 @@ fn configured(cfg: &LemonSettings, signal: Signal) -> (Option<f64>, f64) {
 /// but at least the floor.
 fn thresholds(fleet: &FleetSignals, cfg: &LemonSettings) -> Thresholds {
     Thresholds {
+        configured: Signal::ALL
+            .iter()
+            .copied()
+            .filter(|&signal| configured(cfg, signal).0.is_some())
+            .collect(),
         values: Signal::ALL
             .iter()
             .map(|&signal| {
@@ -192,6 +202,7 @@ fn judge(
                 signal,
                 value,
                 threshold: t,
+                configured: thresholds.configured.contains(&signal),
             })
         })
         .collect();
@@ -200,8 +211,14 @@ fn judge(
     let poisson_tripped = s.uncaught_fails > 0 && p_value <= p_cutoff;
     let gate =
         |fails: u32, days: u32| fails >= cfg.min_failing_jobs && days >= cfg.min_failing_days;
+    // The fleet's quantiles always have someone above them, and the signals
+    // move together (a node's failures raise its count, its rate and its
+    // drains at once): derived thresholds alone flagged healthy nodes the
+    // checks had already drained. Only thresholds an administrator set
+    // may flag a node without the Poisson test.
+    let configured_trips = tripped.iter().filter(|t| t.configured).count();
     let flagged = (gate(s.uncaught_fails, s.uncaught_days) && poisson_tripped)
-        || (gate(s.fails(), s.failing_days) && tripped.len() >= 2);
+        || (gate(s.fails(), s.failing_days) && configured_trips >= 2);
     Verdict {
         signals: s,
         tripped,
@@ -437,6 +454,37 @@ mod tests {
             cfg.false_discovery_rate = q;
             assert_eq!(decide(fleet(nodes.clone()), &cfg).flagged().count(), 0);
         }
+    }
+
+    #[test]
+    fn a_node_above_the_fleets_quantiles_but_with_checks_catching_its_faults_is_not_a_lemon() {
+        // A few nodes with one failure, one with three the checks caught and
+        // two drains: above the derived thresholds of two signals at once.
+        let mut nodes: Vec<NodeSignals> = (0..512)
+            .map(|i| node(&format!("n{i:04}"), u32::from(i % 50 == 0), 1, 20.0))
+            .collect();
+        let mut caught = node("caught", 3, 3, 20.0);
+        (
+            caught.uncaught_fails,
+            caught.uncaught_days,
+            caught.out_count,
+        ) = (0, 0, 3);
+        nodes.push(caught);
+        let scores = decide(fleet(nodes.clone()), &LemonSettings::default());
+        let v = scores
+            .verdicts
+            .iter()
+            .find(|v| v.signals.node == "caught")
+            .unwrap();
+        assert!(v.tripped.len() >= 2, "{:?}", v.tripped);
+        assert!(!v.flagged);
+        // The same thresholds set by the administrator do flag it.
+        let mut cfg = LemonSettings::default();
+        cfg.thresholds.out_count = Some(3.0);
+        cfg.thresholds.single_node_node_fails = Some(3.0);
+        let scores = decide(fleet(nodes), &cfg);
+        let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
+        assert_eq!(flagged, ["caught"]);
     }
 
     #[test]
