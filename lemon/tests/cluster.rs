@@ -81,7 +81,8 @@ fn lemon_drains_the_failing_node_only() {
     .unwrap();
 
     let db = c.dir().join("lemon.db");
-    let out = c.host_binary(std::path::Path::new(env!("CARGO_BIN_EXE_lemon")))
+    let out = c
+        .host_binary(std::path::Path::new(env!("CARGO_BIN_EXE_lemon")))
         .arg("--config")
         .arg(c.config_path())
         .arg("--db")
@@ -119,7 +120,8 @@ fn lemon_drains_the_failing_node_only() {
     assert!(text.contains("skipped_out_of_service"), "{text}");
 
     // Re-running finds nothing new and changes nothing.
-    let again = c.host_binary(std::path::Path::new(env!("CARGO_BIN_EXE_lemon")))
+    let again = c
+        .host_binary(std::path::Path::new(env!("CARGO_BIN_EXE_lemon")))
         .arg("--config")
         .arg(c.config_path())
         .arg("--db")

@@ -458,13 +458,16 @@ impl Cluster {
     fn slurm_program(&self, names: &[&str]) -> Result<Command, StartError> {
         match &self.slurm_root {
             None => find_program(names).map(Command::new),
-            Some(root) => root.program(names).map(|p| root.command(&p)).ok_or_else(|| {
-                StartError(format!(
-                    "none of {names:?} is installed in {} (Slurm {})",
-                    root.path().display(),
-                    root.series()
-                ))
-            }),
+            Some(root) => root
+                .program(names)
+                .map(|p| root.command(&p))
+                .ok_or_else(|| {
+                    StartError(format!(
+                        "none of {names:?} is installed in {} (Slurm {})",
+                        root.path().display(),
+                        root.series()
+                    ))
+                }),
         }
     }
 
@@ -710,8 +713,8 @@ library_path = "{nvml}"
                 None => find_program(&["scontrol"]).ok(),
             }
             .and_then(|p| p.parent().map(Path::to_path_buf))
-                .unwrap_or_else(|| PathBuf::from("/usr/bin"))
-                .display(),
+            .unwrap_or_else(|| PathBuf::from("/usr/bin"))
+            .display(),
             conf = self.slurm_conf().display(),
             export = self.spool_dir().display(),
         );
