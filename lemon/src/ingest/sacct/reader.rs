@@ -105,13 +105,16 @@ impl<R: BufRead> Reader<R> {
                 ));
             }
         }
-        let width = self.layout.width;
-        if row::count_fields(first) >= width || self.layout.free_text.is_empty() {
+        if self.layout.free_text.is_empty() {
             return Ok(row::parse_record(first, &self.layout, &self.zone));
         }
-        // Short: the rest of the record may follow on the next lines.
+        // A free-text field may go on over the next lines: take them while
+        // they do not start a record of their own, and keep the longest
+        // joined record whose line breaks all fall inside free text.
+        let width = self.layout.width;
         let mut fields = row::count_fields(first);
         let mut joined = first.to_string();
+        let mut best: Option<(usize, usize)> = None; // (lines taken, length of `joined`)
         for k in 0..MAX_RECORD_LINES {
             if k == self.ahead.len() {
                 match self.read_line(String::new())? {
@@ -121,22 +124,29 @@ impl<R: BufRead> Reader<R> {
             }
             let next = &self.ahead[k].1;
             let more = row::count_fields(next);
-            if more >= width || Layout::is_header(next) {
+            if more >= width || Layout::is_header(next) || row::starts_record(next, &self.layout) {
                 break;
             }
             fields += more - 1;
             joined.push('\n');
             joined.push_str(next);
-            if fields >= width {
-                if row::fits(&joined, &self.layout) {
-                    self.ahead.drain(..=k);
-                    self.reassembled += 1;
-                    return Ok(row::parse_record(&joined, &self.layout, &self.zone));
-                }
+            if fields < width || next.trim().is_empty() {
+                continue;
+            }
+            if !row::fits(&joined, &self.layout) {
                 break;
             }
+            best = Some((k + 1, joined.len()));
         }
-        Ok(row::parse_record(first, &self.layout, &self.zone))
+        match best {
+            Some((lines, len)) => {
+                joined.truncate(len);
+                self.ahead.drain(..lines);
+                self.reassembled += 1;
+                Ok(row::parse_record(&joined, &self.layout, &self.zone))
+            }
+            None => Ok(row::parse_record(first, &self.layout, &self.zone)),
+        }
     }
 
     /// One physical line, without its line end, into `into`'s buffer.

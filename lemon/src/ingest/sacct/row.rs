@@ -22,34 +22,69 @@ pub fn parse_record(text: &str, layout: &Layout, zone: &Zone) -> Result<Line, St
     match readings(text, layout)? {
         Readings::One(fields) => parse_fields(&fields, layout, zone),
         Readings::Several(all) => {
-            let mut parsed = all.iter().map(|f| parse_fields(f, layout, zone));
-            let first = parsed.next().expect("several readings");
-            let mut agreed = first.as_ref().ok().cloned();
-            let mut first_err = first.err();
-            for p in parsed {
-                match (p, &agreed) {
-                    (Ok(line), Some(a)) if line == *a => {}
-                    (Ok(_), Some(_)) => return Err(format!(
-                        "{} fields where the header has {}: a `|` or line break inside free text \
-                             that could belong to more than one field",
-                        count_fields(text),
-                        layout.width
-                    )),
-                    (Ok(line), None) => agreed = Some(line),
-                    (Err(e), _) => {
+            let mut lines = Vec::new();
+            let mut first_err = None;
+            for fields in &all {
+                match parse_fields(fields, layout, zone) {
+                    Ok(line) => lines.push(line),
+                    Err(e) => {
                         first_err.get_or_insert(e);
                     }
                 }
             }
-            agreed.ok_or_else(|| first_err.unwrap_or_default())
+            if lines.is_empty() {
+                return Err(first_err.unwrap_or_default());
+            }
+            // Readings that put free text into a user or partition name
+            // (spaces, quotes) are not what sacct wrote: `sbatch --wrap 'a | b'`.
+            if !agree(&lines) {
+                lines.retain(plausible);
+            }
+            match lines.first() {
+                Some(line) if agree(&lines) => Ok(line.clone()),
+                _ => Err(format!(
+                    "{} fields where the header has {}: a `|` inside free text that could \
+                     belong to more than one field",
+                    count_fields(text),
+                    layout.width
+                )),
+            }
         }
     }
+}
+
+fn agree(lines: &[Line]) -> bool {
+    lines.windows(2).all(|w| w[0] == w[1])
+}
+
+/// False when a name field holds what only free text holds.
+fn plausible(line: &Line) -> bool {
+    let Line::Finished(r) = line else {
+        return true;
+    };
+    let name = |s: &str| !s.contains(|c: char| c.is_whitespace() || "'\"|;(){}<>".contains(c));
+    name(&r.user) && name(&r.partition) && name(&r.alloc_tres)
 }
 
 /// True when `text` splits into the layout's fields in at least one way:
 /// what decides whether lines following a short one belong to its record.
 pub fn fits(text: &str, layout: &Layout) -> bool {
     readings(text, layout).is_ok()
+}
+
+/// True when `line` starts a record: its job id field holds a job id. Lines
+/// that go on with a field of the record before (a script's next line) do not.
+pub fn starts_record(line: &str, layout: &Layout) -> bool {
+    let Some(at) = layout.at(Column::JobIdRaw).or(layout.at(Column::JobId)) else {
+        return false;
+    };
+    let Some(id) = line.split('|').nth(at) else {
+        return false;
+    };
+    id.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_+[]-,.".contains(&b))
 }
 
 /// Fields of `text` (`|`-separated), counting the last even when empty.
@@ -280,7 +315,7 @@ fn resolve(start: Option<Instant>, end: Instant, elapsed: Option<i64>) -> (Optio
                 None if e >= s => e - s,
                 None => continue,
             };
-            if best.is_none_or(|(c, _, _)| cost < c) {
+            if best.map_or(true, |(c, _, _)| cost < c) {
                 best = Some((cost, s, e));
             }
         }
