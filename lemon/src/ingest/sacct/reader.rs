@@ -110,11 +110,13 @@ impl<R: BufRead> Reader<R> {
         }
         // A free-text field may go on over the next lines: take them while
         // they do not start a record of their own, and keep the longest
-        // joined record whose line breaks all fall inside free text.
+        // joined record that reads as a run with every line break inside
+        // free text. A line that would spoil the record before it is left
+        // to be read (and reported) on its own.
         let width = self.layout.width;
         let mut fields = row::count_fields(first);
         let mut joined = first.to_string();
-        let mut best: Option<(usize, usize)> = None; // (lines taken, length of `joined`)
+        let mut best: Option<(usize, Line)> = None; // (lines taken, the run)
         for k in 0..MAX_RECORD_LINES {
             if k == self.ahead.len() {
                 match self.read_line(String::new())? {
@@ -136,14 +138,15 @@ impl<R: BufRead> Reader<R> {
             if !row::fits(&joined, &self.layout) {
                 break;
             }
-            best = Some((k + 1, joined.len()));
+            if let Ok(line) = row::parse_record(&joined, &self.layout, &self.zone) {
+                best = Some((k + 1, line));
+            }
         }
         match best {
-            Some((lines, len)) => {
-                joined.truncate(len);
+            Some((lines, line)) => {
                 self.ahead.drain(..lines);
                 self.reassembled += 1;
-                Ok(row::parse_record(&joined, &self.layout, &self.zone))
+                Ok(Ok(line))
             }
             None => Ok(row::parse_record(first, &self.layout, &self.zone)),
         }
