@@ -134,6 +134,10 @@ mod tests {
         assert_eq!(cfg.thresholds.tickets, Some(1.0));
         assert_eq!(cfg.thresholds.xid_cnt, None);
         assert_eq!(cfg.max_drains_per_run, 10);
+        assert_eq!(cfg.time_zone, None);
+        let text = "[lemon]\ntime_zone = \"Europe/Berlin\"\n";
+        let cfg = load_str(text, Path::new("t.toml"), None).unwrap().lemon;
+        assert_eq!(cfg.time_zone.as_deref(), Some("Europe/Berlin"));
         let err = load_str(
             "[lemon.thresholds]\nticket = 1\n",
             Path::new("t.toml"),

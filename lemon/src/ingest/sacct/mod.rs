@@ -330,13 +330,14 @@ pub fn ingest_reader_in(
             })?;
         w.flush(None)?;
         let mut stats = std::mem::take(&mut w.stats);
-        describe_read(&mut stats, &records, &zone);
+        describe_read(&mut stats, &records, Some(&zone));
         Ok(stats)
     })
 }
 
-/// Adds to `stats` how the input was read, for the summary.
-fn describe_read<R>(stats: &mut IngestStats, records: &Reader<R>, zone: &Zone) {
+/// Adds to `stats` how the input was read, for the summary; `zone` is the
+/// zone of ISO times (none for sacct asked for unix seconds).
+fn describe_read<R>(stats: &mut IngestStats, records: &Reader<R>, zone: Option<&Zone>) {
     let layout = records.layout();
     stats.read_as = Some(if layout.from_header {
         format!("the header's {} fields", layout.width)
@@ -346,12 +347,15 @@ fn describe_read<R>(stats: &mut IngestStats, records: &Reader<R>, zone: &Zone) {
             layout.width
         )
     });
-    stats.time_zone = Some(zone.to_string());
-    stats.invalid_utf8 = records.invalid_utf8;
-    stats.reassembled = records.reassembled;
+    stats.time_zone = zone.map(Zone::to_string);
+    stats.invalid_utf8 += records.invalid_utf8;
+    stats.reassembled += records.reassembled;
     let missing = layout.missing_optional();
     if !missing.is_empty() {
-        stats.notes.push(format!("the header has {missing}"));
+        let note = format!("the header has {missing}");
+        if !stats.notes.contains(&note) {
+            stats.notes.push(note);
+        }
     }
 }
 
@@ -405,8 +409,7 @@ pub fn ingest_from_slurm(
             let Some((number, parsed)) = next else { break };
             w.accept(number, parsed, || format!("{}, line {number}", what()))?;
         }
-        w.stats.invalid_utf8 += records.invalid_utf8;
-        w.stats.reassembled += records.reassembled;
+        describe_read(&mut w.stats, &records, None);
         w.flush(Some(t1))?;
         t0 = t1;
     }

@@ -115,7 +115,8 @@ impl<R: BufRead> Reader<R> {
         // to be read (and reported) on its own.
         let width = self.layout.width;
         let mut fields = row::count_fields(first);
-        let mut joined = first.to_string();
+        // Built only once a next line continues the record: most records are one line.
+        let mut joined = String::new();
         let mut best: Option<(usize, Line)> = None; // (lines taken, the run)
         for k in 0..MAX_RECORD_LINES {
             if k == self.ahead.len() {
@@ -130,6 +131,9 @@ impl<R: BufRead> Reader<R> {
                 break;
             }
             fields += more - 1;
+            if joined.is_empty() {
+                joined.push_str(first);
+            }
             joined.push('\n');
             joined.push_str(next);
             if fields < width || next.trim().is_empty() {
