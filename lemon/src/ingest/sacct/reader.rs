@@ -18,6 +18,9 @@ use std::io::BufRead;
 /// At most this many lines make one record (a long `--wrap` script).
 const MAX_RECORD_LINES: usize = 200;
 
+/// A record: the number of its first line, and the run it is or why it is malformed.
+pub type Record = (usize, Result<Line, String>);
+
 /// Why reading stopped before the end.
 #[derive(Debug)]
 pub enum Stop {
@@ -69,7 +72,7 @@ impl<R: BufRead> Reader<R> {
     }
 
     /// The next record: its first line's number and what it is.
-    pub fn next_record(&mut self) -> Result<Option<(usize, Result<Line, String>)>, Stop> {
+    pub fn next_record(&mut self) -> Result<Option<Record>, Stop> {
         let (number, text) = match self.ahead.pop_front() {
             Some(line) => line,
             None => {
@@ -120,7 +123,9 @@ impl<R: BufRead> Reader<R> {
         let mut best: Option<(usize, Line)> = None; // (lines taken, the run)
         for k in 0..MAX_RECORD_LINES {
             if k == self.ahead.len() {
-                match self.read_line(String::new())? {
+                // The previous record's buffer: no allocation per line.
+                let spare = std::mem::take(&mut self.spare);
+                match self.read_line(spare)? {
                     Some(line) => self.ahead.push_back(line),
                     None => break,
                 }
@@ -186,7 +191,7 @@ impl<R: BufRead> Reader<R> {
 mod tests {
     use super::*;
 
-    fn read_all(text: &[u8]) -> (Vec<(usize, Result<Line, String>)>, Reader<&[u8]>) {
+    fn read_all(text: &[u8]) -> (Vec<Record>, Reader<&[u8]>) {
         let mut r = Reader::new(text, Zone::parse("UTC").unwrap());
         let mut out = Vec::new();
         while let Some(item) = r.next_record().unwrap() {
@@ -197,7 +202,7 @@ mod tests {
         (out, r)
     }
 
-    fn finished(item: &(usize, Result<Line, String>)) -> &super::super::JobRow {
+    fn finished(item: &Record) -> &super::super::JobRow {
         match &item.1 {
             Ok(Line::Finished(r)) => r,
             other => panic!("line {}: {other:?}", item.0),

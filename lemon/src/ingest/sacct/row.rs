@@ -315,7 +315,11 @@ fn resolve(start: Option<Instant>, end: Instant, elapsed: Option<i64>) -> (Optio
                 None if e >= s => e - s,
                 None => continue,
             };
-            if best.map_or(true, |(c, _, _)| cost < c) {
+            let better = match best {
+                None => true,
+                Some((c, _, _)) => cost < c,
+            };
+            if better {
                 best = Some((cost, s, e));
             }
         }
