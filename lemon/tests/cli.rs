@@ -141,7 +141,7 @@ fn run_drains_new_lemons_only_and_leaves_an_administrators_drain_alone() {
     // sacct was asked with epoch output and a bounded window.
     let sacct = read(&c.path("sacct.log"));
     assert!(
-        sacct.starts_with("TF=%s -X -a -D -n -P --noconvert -S "),
+        sacct.starts_with("TF=%s -X -a -D -P --noconvert -S "),
         "{sacct}"
     );
 
