@@ -29,8 +29,8 @@ const LEMON: &[(&str, &str)] = &[
         include_str!("../migrations/lemon/0002_task_exit_ms.sql"),
     ),
     (
-        "0004_job_name.sql",
-        include_str!("../migrations/lemon/0004_job_name.sql"),
+        "0003_job_name.sql",
+        include_str!("../migrations/lemon/0003_job_name.sql"),
     ),
 ];
 
