@@ -100,8 +100,14 @@ pub struct NvlinkSettings {
     pub replay_growth_drain: u64,
     /// Recovery-counter growth per link between runs at or above this is `drain`; 0 disables.
     pub recovery_growth_drain: u64,
-    /// CRC errors (flit + data) per second per link above this are `drain`.
+    /// CRC errors (flit + data) per second per link, averaged over
+    /// `rate_window_s`, above this are `drain`.
     pub crc_rate_drain_per_s: f64,
+    /// The window the CRC rate is summed over, as for PCIe AER and InfiniBand:
+    /// a burst seen one second after the previous run (a prolog right after the
+    /// timer) is spread over the window, not over that one second. Five
+    /// minutes, the timer's period, so that the per-second limit keeps its meaning.
+    pub rate_window_s: u64,
     /// CRC growth per link between runs at or above this (and under the rate) is `warning`; 0 disables.
     pub crc_growth_warning: u64,
 }
@@ -117,6 +123,7 @@ impl Default for NvlinkSettings {
             replay_growth_drain: 1,
             recovery_growth_drain: 1,
             crc_rate_drain_per_s: 100.0,
+            rate_window_s: 300,
             crc_growth_warning: 1,
         }
     }
