@@ -188,7 +188,9 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
 
 fn list(global: &GlobalArgs) -> Result<u8> {
     let config = load_config(global);
-    let config_ok = config.as_ref().ok().cloned().unwrap_or_default();
+    let mut config_ok = config.as_ref().ok().cloned().unwrap_or_default();
+    // `expected_count = "auto"` shows as the number this node would check.
+    healthcheck::checks::gpu::count::resolve(&mut config_ok, &NodeRoot::new(&global.root));
     if let Err(e) = &config {
         println!("config error (every check would be unknown): {e}\n");
     }

@@ -173,7 +173,9 @@ pub fn execute(
             ));
         }
     } else {
-        let config = Arc::new(config.clone());
+        let mut config = config.clone();
+        crate::checks::gpu::count::resolve(&mut config, &opts.root);
+        let config = Arc::new(config);
         let root = Arc::clone(&opts.root);
         let shared = Arc::new(Shared::default());
         let job = opts.job.clone().map(Arc::new);
