@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use healthcheck::check::{JobContext, Profile};
-use healthcheck::cli::{parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
+use healthcheck::cli::{parse_check_words, parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
 use healthcheck::record::{self, RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
 use healthcheck::{checks, history, output, policy, snapshot};
@@ -24,10 +24,17 @@ fn main() -> ExitCode {
     };
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("healthcheck: {e:#}");
-            ExitCode::from(EXIT_UNKNOWN)
-        }
+        Err(e) => match e.downcast_ref::<clap::Error>() {
+            // A check's own usage error (or its --help) reads as clap's.
+            Some(usage) => {
+                let _ = usage.print();
+                ExitCode::from(if usage.use_stderr() { EXIT_UNKNOWN } else { 0 })
+            }
+            None => {
+                eprintln!("healthcheck: {e:#}");
+                ExitCode::from(EXIT_UNKNOWN)
+            }
+        },
     }
 }
 
@@ -36,11 +43,9 @@ fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
         None => run(&global, periodic_args(), Trigger::Periodic),
         Some(Command::Run(args)) => run(&global, args, Trigger::Manual),
-        Some(Command::Check(argv)) => {
+        Some(Command::Check(words)) => {
             // `healthcheck xid --format json` is `healthcheck run --checks xid --format json`.
-            let mut words = vec!["run".to_string(), "--checks".to_string()];
-            words.extend(argv);
-            let args = RunArgs::from_run_words(&words)?;
+            let (global, args) = parse_check_words(&words, &global)?;
             run(&global, args, Trigger::Manual)
         }
         Some(Command::List) => list(&global),
@@ -88,25 +93,6 @@ fn periodic_args() -> RunArgs {
         prometheus_textfile: None,
         apply_policy: true,
         now: None,
-    }
-}
-
-trait FromRunWords: Sized {
-    fn from_run_words(words: &[String]) -> Result<Self>;
-}
-
-impl FromRunWords for RunArgs {
-    fn from_run_words(words: &[String]) -> Result<Self> {
-        #[derive(clap::Parser)]
-        #[command(name = "healthcheck", no_binary_name = true)]
-        struct Wrapper {
-            #[command(subcommand)]
-            command: Command,
-        }
-        match Wrapper::try_parse_from(words)?.command {
-            Command::Run(args) => Ok(args),
-            _ => unreachable!("the words start with `run`"),
-        }
     }
 }
 

@@ -7,7 +7,7 @@
 
 use crate::check::{CheckContext, CheckOutput};
 use crate::finding::Finding;
-use lemonade_config::{Action, Config, Severity};
+use lemonade_config::{Action, Severity};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use std::sync::Arc;
