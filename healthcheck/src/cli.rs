@@ -39,6 +39,12 @@ pub struct GlobalArgs {
     /// Print the scontrol commands the node-state policy would run instead of running them.
     #[arg(long, global = true)]
     pub dry_run: bool,
+    /// With `--root` other than `/`: read and record the configured node
+    /// database all the same. Without it, a replay starts from no previous
+    /// state and records nothing, so the live node's cursors and counters
+    /// stay out of the snapshot's findings (and the snapshot out of them).
+    #[arg(long, global = true)]
+    pub use_store: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +121,7 @@ impl GlobalArgs {
                 self.node.clone()
             },
             dry_run: self.dry_run || later.dry_run,
+            use_store: self.use_store || later.use_store,
         }
     }
 }
@@ -129,7 +136,8 @@ pub struct RunArgs {
     pub profile: Profile,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
-    /// Do not write the run to the node database (nor save counters).
+    /// Do not create or change the node database: the previous state is
+    /// read if there is one, nothing is written, nothing is exported.
     #[arg(long)]
     pub no_record: bool,
     /// Read the kernel log from this file (kmsg record format) instead of the configured one.

@@ -4,9 +4,10 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use healthcheck::check::{JobContext, Profile};
 use healthcheck::cli::{parse_check_words, parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
-use healthcheck::record::{self, RunOptions, Trigger};
+use healthcheck::pipeline::{self, session::StoreUse, Request};
+use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
-use healthcheck::{checks, history, output, policy, snapshot};
+use healthcheck::{checks, history, output, snapshot};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -128,48 +129,36 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         Some(t) => chrono::DateTime::from_timestamp(t, 0).context("--now is out of range")?,
         None => chrono::Utc::now(),
     };
-    let opts = RunOptions {
-        node: node_name(global),
-        root: Arc::new(NodeRoot::new(&global.root)),
-        profile: args.profile,
-        only: args.checks.clone(),
-        trigger,
-        job: None::<JobContext>,
-        record: !args.no_record,
-        now,
+    let root = Arc::new(NodeRoot::new(&global.root));
+    let request = Request {
+        store: StoreUse::for_run(!args.no_record, root.is_live(), global.use_store),
+        run: RunOptions {
+            node: node_name(global),
+            root,
+            profile: args.profile,
+            only: args.checks.clone(),
+            trigger,
+            job: None::<JobContext>,
+            now,
+        },
+        apply_policy: args.apply_policy,
+        dry_run: global.dry_run,
+        job_record: None,
     };
-    let report = if args.apply_policy {
-        let applied = policy::entry::run_apply_export(
-            config,
-            &checks::all(),
-            &opts,
-            global.dry_run,
-            Vec::new(),
-        )
-        .map_err(anyhow::Error::msg)?;
-        for line in &applied.policy.messages {
-            eprintln!("{line}");
-        }
-        match &applied.exported {
-            Ok(exported) => exported
-                .malformed
-                .iter()
-                .for_each(|m| eprintln!("healthcheck: {m}")),
-            Err(e) => eprintln!("healthcheck: spool export: {e}"),
-        }
-        applied.report
-    } else {
-        record::execute(config, &checks::all(), &opts).map_err(anyhow::Error::msg)?
-    };
+    let outcome = pipeline::run(config, &checks::all(), &request).map_err(anyhow::Error::msg)?;
+    for line in outcome.stderr_lines() {
+        eprintln!("{line}");
+    }
+    let report = &outcome.report;
     match args.format {
-        Format::Human => print!("{}", output::human(&report)),
-        Format::Json => println!("{}", output::json(&report)),
+        Format::Human => print!("{}", output::human(report)),
+        Format::Json => println!("{}", output::json(report)),
     }
     if let Some(path) = &args.prometheus_textfile {
-        output::write_atomically(path, output::prometheus(&report).as_bytes())
+        output::write_atomically(path, output::prometheus(report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(report.exit_code as u8)
+    Ok(outcome.exit().code())
 }
 
 fn list(global: &GlobalArgs) -> Result<u8> {

@@ -106,6 +106,31 @@ impl NodeStore {
         })
     }
 
+    /// Opens an existing database for reading only: `None` when there is
+    /// none. Creates nothing (no directory, file, WAL switch or migration),
+    /// for runs that must leave the node's database as it is (`--no-record`).
+    pub fn open_read_only(
+        path: &Path,
+        busy_timeout: Duration,
+    ) -> Result<Option<NodeStore>, StoreError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let wrap = |source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags).map_err(wrap)?;
+        conn.busy_timeout(busy_timeout).map_err(wrap)?;
+        Ok(Some(NodeStore {
+            conn,
+            path: path.to_path_buf(),
+        }))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -365,6 +390,24 @@ mod tests {
         drop(NodeStore::open(&path, Duration::from_millis(100)).unwrap());
         let store = NodeStore::open(&path, Duration::from_millis(100)).unwrap();
         assert!(store.last_run().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_read_only_open_creates_nothing_and_reads_what_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/node.db");
+        let none = NodeStore::open_read_only(&path, Duration::from_millis(100)).unwrap();
+        assert!(none.is_none());
+        assert!(!dir.path().join("state").exists(), "no directory made");
+        NodeStore::open(&path, Duration::from_millis(100))
+            .unwrap()
+            .record_run(&run(100, vec![]))
+            .unwrap();
+        let store = NodeStore::open_read_only(&path, Duration::from_millis(100))
+            .unwrap()
+            .expect("the database");
+        assert_eq!(store.check_states().unwrap()["xid"], "{\"seq\":4}");
+        assert!(store.connection().execute("DELETE FROM runs", []).is_err());
     }
 
     #[test]

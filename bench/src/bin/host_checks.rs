@@ -109,7 +109,7 @@ fn main() {
             .arg(&config)
             .arg("--root")
             .arg(&root)
-            .args(["--node", NODE, "run", "--checks", &checks]);
+            .args(["--use-store", "--node", NODE, "run", "--checks", &checks]);
         if !record {
             cmd.arg("--no-record");
         }

@@ -25,7 +25,7 @@ fn report(findings: Vec<Finding>) -> RunReport {
         trigger: Trigger::Periodic,
         job_id: None,
         worst: crate::finding::worst(&findings),
-        exit_code: 0,
+        exit_code: crate::pipeline::exit::ExitStatus::Ok,
         checks,
         findings,
         new_events: Vec::new(),
