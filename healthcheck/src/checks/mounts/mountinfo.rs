@@ -89,7 +89,9 @@ fn split_options(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Undoes the kernel's octal escapes of space, tab, newline and backslash (`\040`).
+/// Undoes the kernel's octal escapes of space, tab, newline and backslash
+/// (`\040`). Only `\000` to `\377` are escapes (a byte); `\400` and above
+/// are not something the kernel writes, and are kept as written.
 fn unescape(text: &str) -> String {
     if !text.contains('\\') {
         return text.to_string();
@@ -100,7 +102,8 @@ fn unescape(text: &str) -> String {
     while i < bytes.len() {
         let octal = bytes
             .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .filter(|d| d[0] <= b'3');
         match octal {
             Some(d) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -118,6 +121,14 @@ fn unescape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn octal_escapes_above_a_byte_are_kept_as_written() {
+        assert_eq!(unescape("/a\\134b"), "/a\\b");
+        assert_eq!(unescape("/a\\377"), "/a\u{fffd}", "a byte, not UTF-8");
+        assert_eq!(unescape("/a\\400b"), "/a\\400b");
+        assert_eq!(unescape("/a\\777"), "/a\\777");
+    }
 
     #[test]
     fn parses_optional_fields_and_escapes() {
