@@ -322,3 +322,70 @@ mod tests {
         assert!(matches!(old.body, Body::TaskExit { at_ms: None, .. }));
     }
 }
+
+/// Random input: records and errors, never a panic, and every good record
+/// around a bad line still counts.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn record(seq: u64, job: &str) -> Record {
+        Record {
+            seq,
+            epoch: "e1".into(),
+            node: "node1".into(),
+            at: 1_700_000_000 + seq as i64,
+            body: Body::JobStart {
+                job_id: job.to_string(),
+                user: None,
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn a_file_of_any_bytes_reads_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("node1.jsonl");
+            std::fs::write(&path, &bytes).unwrap();
+            let _ = read(&path);
+        }
+
+        #[test]
+        fn good_records_around_bad_lines_all_count(
+            layout in proptest::collection::vec((any::<bool>(), "[a-z0-9{}\":,]{1,30}"), 0..30),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("node1.jsonl");
+            let mut text = String::new();
+            let mut want = Vec::new();
+            let mut bad_lines = Vec::new();
+            for (i, (good, words)) in layout.iter().enumerate() {
+                if *good {
+                    let r = record(i as u64, words);
+                    text.push_str(&serde_json::to_string(&r).unwrap());
+                    want.push(r);
+                } else {
+                    // Not a record: a torn line, a stray word.
+                    text.push_str(&format!("{{\"seq\":{i},{words}"));
+                    bad_lines.push(i + 1);
+                }
+                text.push('\n');
+            }
+            std::fs::write(&path, text).unwrap();
+            let (records, errors) = read(&path).unwrap();
+            prop_assert_eq!(records, want);
+            let lines: Vec<usize> = errors
+                .iter()
+                .map(|e| match e {
+                    SpoolError::Malformed { line, .. } => *line,
+                    other => panic!("{other}"),
+                })
+                .collect();
+            prop_assert_eq!(lines, bad_lines);
+        }
+    }
+}

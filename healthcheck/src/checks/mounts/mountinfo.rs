@@ -40,7 +40,10 @@ impl MountEntry {
     }
 }
 
-/// Parses the whole file; a line that is not in the kernel's format is an error naming it.
+/// Parses the whole file; a line that is not in the kernel's format is an
+/// error naming it. Unlike the kernel log, the good lines are not used
+/// without it: the bad line could be a mount the config expects, and reading
+/// it as missing would take the node down for our own failure (`unknown` instead).
 pub fn parse(text: &str) -> Result<Vec<MountEntry>, CheckError> {
     text.lines()
         .enumerate()
@@ -145,5 +148,69 @@ mod tests {
             err.contains("/proc/self/mountinfo") && err.contains("line 1"),
             "{err}"
         );
+    }
+}
+
+/// Random input: entries or an error naming the line, never a panic.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The kernel's escaping of a path: space, tab, newline and backslash as octal.
+    fn escape(path: &str) -> String {
+        path.chars()
+            .map(|c| match c {
+                ' ' | '\t' | '\n' | '\\' => format!("\\{:03o}", c as u32),
+                c => c.to_string(),
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_text_gives_entries_or_an_error(text in any::<String>()) {
+            let _ = parse(&text);
+        }
+
+        #[test]
+        fn backslashes_and_digits_never_overflow(text in "[\\\\0-9a ]{0,40}") {
+            let _ = unescape(&text);
+        }
+
+        #[test]
+        fn mount_points_come_back_as_the_kernel_escaped_them(
+            mounts in proptest::collection::vec(("/[a-z \\t\\\\]{0,20}", "[a-z0-9]{1,8}", any::<bool>()), 1..20),
+        ) {
+            let text: String = mounts
+                .iter()
+                .enumerate()
+                .map(|(i, (path, fstype, ro))| {
+                    let opt = if *ro { "ro" } else { "rw" };
+                    format!("{} 1 0:{i} / {} {opt},relatime shared:{i} - {fstype} src{i} rw\n", 20 + i, escape(path))
+                })
+                .collect();
+            let parsed = parse(&text).unwrap();
+            prop_assert_eq!(parsed.len(), mounts.len());
+            for (entry, (path, fstype, ro)) in parsed.iter().zip(&mounts) {
+                prop_assert_eq!(&entry.mount_point, &PathBuf::from(path));
+                prop_assert_eq!(&entry.fstype, fstype);
+                prop_assert_eq!(entry.read_only(), *ro);
+            }
+        }
+
+        #[test]
+        fn a_bad_line_among_good_ones_is_named(good in 0usize..10, bad in "[a-z]{1,10}") {
+            let mut text: String = (0..good)
+                .map(|i| format!("{i} 1 0:1 / /m{i} rw - ext4 /dev/x rw\n"))
+                .collect();
+            text.push_str(&bad);
+            text.push('\n');
+            let err = parse(&text).unwrap_err().to_string();
+            let named = format!("line {}", good + 1);
+            prop_assert!(err.contains(&named), "{}", err);
+        }
     }
 }

@@ -500,3 +500,88 @@ mod tests {
         assert!(again.iter().all(|(seq, _)| *seq > last.seq));
     }
 }
+
+/// Random input: an error or a record, never a panic, and the good records
+/// around bad lines all count. A bounded number of cases, so CI runs them.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::Write;
+
+    /// (true: a record, false: a line that is not one) and the message text.
+    fn layout() -> impl Strategy<Value = Vec<(bool, String)>> {
+        proptest::collection::vec((any::<bool>(), "[a-zA-Z0-9 .:=()-]{0,40}"), 0..40)
+    }
+
+    /// The file's text and the sequence numbers of its records.
+    fn write(layout: &[(bool, String)]) -> (String, Vec<u64>) {
+        let mut text = String::new();
+        let mut seqs = Vec::new();
+        for (i, (good, message)) in layout.iter().enumerate() {
+            if *good {
+                let seq = 100 + i as u64;
+                text.push_str(&format!("6,{seq},{},-;{message}\n", 1000 * i));
+                seqs.push(seq);
+            } else {
+                // No `;` and no leading space: not a record, not a continuation.
+                text.push_str(&format!("x{message}\n"));
+            }
+        }
+        (text, seqs)
+    }
+
+    fn read_all(text: &[u8], cursor: Option<Cursor>) -> io::Result<(Vec<u64>, ReadSummary)> {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text).unwrap();
+        let mut seen = Vec::new();
+        let summary = read_file(file.path(), cursor, &mut |e| seen.push(e.seq))?;
+        Ok((seen, summary))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_bytes_are_a_header_or_an_error(line in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = parse_header(&line);
+        }
+
+        #[test]
+        fn a_file_of_any_bytes_reads_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = read_all(&bytes, None);
+        }
+
+        #[test]
+        fn every_record_around_bad_lines_is_read_and_each_bad_line_counted(layout in layout()) {
+            let (text, seqs) = write(&layout);
+            let (seen, summary) = read_all(text.as_bytes(), None).unwrap();
+            prop_assert_eq!(&seen, &seqs);
+            let bad: Vec<u64> = layout
+                .iter()
+                .enumerate()
+                .filter(|(_, (good, _))| !good)
+                .map(|(i, _)| i as u64 + 1)
+                .collect();
+            prop_assert_eq!(summary.bad_count, bad.len() as u64);
+            let named: Vec<u64> = summary.bad.iter().map(|b| b.line).collect();
+            prop_assert_eq!(&named[..], &bad[..named.len()]);
+        }
+
+        #[test]
+        fn a_cursor_resumes_after_its_record(layout in layout(), pick in any::<prop::sample::Index>()) {
+            let (text, seqs) = write(&layout);
+            prop_assume!(!seqs.is_empty());
+            let (_, first) = read_all(text.as_bytes(), None).unwrap();
+            let k = pick.index(seqs.len());
+            // The cursor as a run would have left it at record k.
+            let line = layout.iter().enumerate().filter(|(_, (g, _))| *g).nth(k).unwrap().0;
+            let offset: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+            let cursor = Cursor { seq: seqs[k], offset: Some(offset as u64), line: Some(line as u64 + 1) };
+            let (seen, again) = read_all(text.as_bytes(), Some(cursor)).unwrap();
+            prop_assert_eq!(&seen[..], &seqs[k + 1..]);
+            prop_assert!(again.resumed);
+            prop_assert_eq!(again.cursor.map(|c| c.seq), first.cursor.map(|c| c.seq));
+        }
+    }
+}
