@@ -7,7 +7,6 @@
 //! correctness limits, not measurements.
 
 use lemonade_tests::cluster::{Cluster, ClusterOptions};
-use std::process::Command;
 use std::time::Duration;
 
 /// Submits `count` jobs running `script` on `node`; returns their ids.
@@ -82,7 +81,7 @@ fn lemon_drains_the_failing_node_only() {
     .unwrap();
 
     let db = c.dir().join("lemon.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_lemon"))
+    let out = c.host_binary(std::path::Path::new(env!("CARGO_BIN_EXE_lemon")))
         .arg("--config")
         .arg(c.config_path())
         .arg("--db")
@@ -120,7 +119,7 @@ fn lemon_drains_the_failing_node_only() {
     assert!(text.contains("skipped_out_of_service"), "{text}");
 
     // Re-running finds nothing new and changes nothing.
-    let again = Command::new(env!("CARGO_BIN_EXE_lemon"))
+    let again = c.host_binary(std::path::Path::new(env!("CARGO_BIN_EXE_lemon")))
         .arg("--config")
         .arg(c.config_path())
         .arg("--db")

@@ -10,7 +10,7 @@ use lemonade_spool::TaskExit;
 use lemonade_sql::node::{NodeStore, RunRow};
 use lemonade_tests::cluster::Cluster;
 use lemonade_tests::spank::Plugin;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The plugin under test.
@@ -123,10 +123,9 @@ fn the_option_is_offered_and_bad_values_or_arguments_are_refused() {
     let out = output(&c, "sbatch", &["--wrap", "true"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("unknown argument `alow_off=yes`"));
-    let slurmd = Command::new("/usr/sbin/slurmd")
+    let slurmd = c
+        .command("slurmd")
         .args(["-D", "-N", "node1"])
-        .env("SLURM_CONF", c.slurm_conf())
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

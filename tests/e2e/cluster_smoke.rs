@@ -9,6 +9,24 @@ fn cluster_starts_runs_a_job_and_tears_down() {
     let cluster = Cluster::start(ClusterOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("cluster up in {:.1} s", cluster.started_in.as_secs_f64());
     assert_eq!(cluster.nodes().len(), 4);
+    // The daemons and clients are the series asked for (LEMONADE_SLURM_SERIES).
+    let series = cluster.slurm_series();
+    assert!(!series.is_empty(), "no Slurm series found");
+    let config = cluster.run("scontrol", &["show", "config"]).unwrap();
+    let daemon_version = config
+        .lines()
+        .find_map(|l| l.strip_prefix("SLURM_VERSION"))
+        .map(|v| v.trim_start_matches([' ', '=']).to_string())
+        .unwrap_or_else(|| panic!("no SLURM_VERSION in scontrol show config:\n{config}"));
+    assert!(
+        daemon_version.starts_with(&format!("{series}.")),
+        "slurmctld is {daemon_version}, the cluster was to run {series}"
+    );
+    let client = cluster.run("sinfo", &["-V"]).unwrap();
+    assert!(
+        client.contains(&format!(" {series}.")),
+        "sinfo is {client:?}, the cluster was to run {series}"
+    );
     let job = cluster.sbatch(&["--wrap", "true"]).unwrap();
     assert!(cluster.wait_until(Duration::from_secs(30), || {
         cluster

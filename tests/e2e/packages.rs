@@ -135,11 +135,14 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
         "the job-prolog plugin is missing beside lemonade_spank.so"
     );
 
-    // The plugin, as installed, in a real cluster.
+    // The plugin, as installed, in a real cluster. `config=` points it at the
+    // cluster's config, whose state directories are in the cluster's
+    // temporary directory: without it the plugin would read the system's
+    // /etc/lemonade and /var/lib/lemonade.
     let c = Cluster::start(ClusterOptions {
         nodes: 2,
         plugstack: vec![format!(
-            "required {} default=quick allow_off=no",
+            "required {} default=quick allow_off=no config={{config}}",
             plugin_dir.join("lemonade_spank.so").display()
         )],
         ..ClusterOptions::default()
@@ -150,23 +153,67 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
         help.contains("--health-check"),
         "srun --help does not list the option:\n{help}"
     );
-    let out = c.run(
+
+    // Before any health-check run on the node, both variables are unset
+    // (slurm-spank/README.md, "Environment").
+    assert_eq!(task_sees_health(&c, "node1"), "unset unset");
+
+    // After a run, a task sees its result and time.
+    let before_run = unix_now();
+    // Through the wrapper Slurm's HealthCheckProgram would run: the
+    // cluster's config and node1's fixture root.
+    let status = c
+        .host_binary(&c.wrapper("healthcheck"))
+        .env("SLURMD_NODENAME", "node1")
+        .status()
+        .unwrap();
+    assert!(
+        matches!(status.code(), Some(0 | 1)),
+        "healthcheck on the healthy node1: {status}"
+    );
+    let seen = task_sees_health(&c, "node1");
+    let (health, checked_at) = seen.split_once(' ').unwrap();
+    assert!(
+        matches!(health, "ok" | "warning"),
+        "LEMONADE_NODE_HEALTH={health:?}"
+    );
+    let checked_at: i64 = checked_at
+        .parse()
+        .unwrap_or_else(|_| panic!("LEMONADE_LAST_CHECK={checked_at:?}"));
+    assert!(
+        (before_run..=unix_now()).contains(&checked_at),
+        "LEMONADE_LAST_CHECK={checked_at} is not the run's time (started at {before_run})"
+    );
+    // node2 has had no run: still nothing to report there.
+    assert_eq!(task_sees_health(&c, "node2"), "unset unset");
+    assert!(c.wait_until(Duration::from_secs(30), || {
+        c.node_state("node1").is_ok_and(|(s, _)| s == "idle")
+    }));
+}
+
+/// `LEMONADE_NODE_HEALTH LEMONADE_LAST_CHECK` as a task on `node` sees them,
+/// `unset` for a variable that is not set.
+fn task_sees_health(c: &Cluster, node: &str) -> String {
+    c.run(
         "srun",
         &[
             "-N1",
             "-w",
-            "node1",
+            node,
             "--health-check=quick",
-            "printenv",
-            "LEMONADE_NODE_HEALTH",
+            "sh",
+            "-c",
+            "echo ${LEMONADE_NODE_HEALTH-unset} ${LEMONADE_LAST_CHECK-unset}",
         ],
-    );
-    let health = out.unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        matches!(health.trim(), "ok" | "warning"),
-        "LEMONADE_NODE_HEALTH={health:?}"
-    );
-    assert!(c.wait_until(Duration::from_secs(30), || {
-        c.node_state("node1").is_ok_and(|(s, _)| s == "idle")
-    }));
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .trim()
+    .to_string()
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }

@@ -14,7 +14,6 @@ use lemonade_spool::Body;
 use lemonade_sql::node::NodeStore;
 use lemonade_sql::node_jobs;
 use lemonade_tests::cluster::{Cluster, ClusterOptions};
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -158,7 +157,7 @@ fn state_changes(c: &Cluster, node: &str) -> Vec<node_jobs::StateChangeRow> {
 
 /// Runs one of our programs the way slurmd does: only `SLURMD_NODENAME` set.
 fn as_slurm(c: &Cluster, binary: &str, node: &str, args: &[&str]) -> std::process::Output {
-    Command::new(c.wrapper(binary))
+    c.host_binary(&c.wrapper(binary))
         .args(args)
         .env_clear()
         .env("SLURMD_NODENAME", node)
@@ -375,7 +374,8 @@ fn healthcheck_on(
     let mut text = std::fs::read_to_string(c.config_path()).unwrap();
     text.push_str(extra);
     std::fs::write(&config, text).unwrap();
-    let out = Command::new(lemonade_tests::target_bin_dir().join("healthcheck"))
+    let out = c
+        .host_binary(&lemonade_tests::target_bin_dir().join("healthcheck"))
         .arg("--config")
         .arg(&config)
         .arg("--root")

@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::slurm_root::SlurmRoot;
+
 /// How to build the cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -50,6 +52,8 @@ pub struct ClusterOptions {
     /// Environment for every node's programs.
     pub env: Vec<(String, String)>,
     /// Lines of `plugstack.conf` (`PlugStackConfig` is set when not empty).
+    /// `{config}` in a line stands for the cluster's `lemonade.toml`, so that
+    /// a plugin can be pointed at it before the cluster's directory exists.
     pub plugstack: Vec<String>,
     /// Extra `slurm.conf` lines (`JobRequeue=0`, ...).
     pub slurm_conf_extra: Vec<String>,
@@ -58,6 +62,10 @@ pub struct ClusterOptions {
     pub lemonade_toml: String,
     /// Where our binaries are (default: [`crate::target_bin_dir`]).
     pub bin_dir: PathBuf,
+    /// Another Slurm series to run munge and Slurm from (default: the one
+    /// `LEMONADE_SLURM_SERIES` names, else the host's). MariaDB is always
+    /// the host's.
+    pub slurm_root: Option<SlurmRoot>,
 }
 
 impl Default for ClusterOptions {
@@ -75,6 +83,7 @@ impl Default for ClusterOptions {
             slurm_conf_extra: Vec::new(),
             lemonade_toml: String::new(),
             bin_dir: crate::target_bin_dir(),
+            slurm_root: SlurmRoot::from_env(),
         }
     }
 }
@@ -90,6 +99,8 @@ pub struct Cluster {
     pub started_in: Duration,
     /// Left running by [`Cluster::keep`]: dropping it stops nothing.
     kept: bool,
+    /// Where munge and Slurm come from: the host, or another series' root.
+    slurm_root: Option<SlurmRoot>,
 }
 
 struct Daemon {
@@ -292,6 +303,7 @@ impl Cluster {
             ports,
             started_in: Duration::ZERO,
             kept: false,
+            slurm_root: options.slurm_root.clone(),
         };
         for sub in [
             "etc", "log", "state", "spool", "bin", "nodes", "db", "munge", "export",
@@ -307,11 +319,11 @@ impl Cluster {
         cluster.start_mariadb()?;
         cluster.start_slurmdbd()?;
         // Not start_slurmctld(): that waits for nodes, which start below.
-        cluster.spawn("slurmctld", find_program(&["slurmctld"])?, &["-D"])?;
+        cluster.spawn("slurmctld", cluster.slurm_program(&["slurmctld"])?, &["-D"])?;
         for node in cluster.nodes.clone() {
             cluster.spawn(
                 &format!("slurmd-{node}"),
-                find_program(&["slurmd"])?,
+                cluster.slurm_program(&["slurmd"])?,
                 &["-D", "-N", &node],
             )?;
         }
@@ -404,15 +416,56 @@ impl Cluster {
         crate::fixture::compose(fault, &self.node_root(node))
     }
 
-    /// A Slurm client command (`sinfo`, `sbatch`, ...) aimed at this cluster.
+    /// The Slurm series this cluster runs (`22.05` for the host's, ...).
+    pub fn slurm_series(&self) -> String {
+        match &self.slurm_root {
+            Some(root) => root.series().to_string(),
+            None => host_slurm_series(),
+        }
+    }
+
+    /// A Slurm client command (`sinfo`, `sbatch`, ...) aimed at this cluster;
+    /// in another series' root when the cluster runs one.
     pub fn command(&self, program: &str) -> Command {
-        let path = find_program(&[program]).unwrap_or_else(|_| PathBuf::from(program));
-        let mut cmd = Command::new(path);
+        let mut cmd = self
+            .slurm_program(&[program])
+            .unwrap_or_else(|_| Command::new(program));
+        self.aim(&mut cmd);
+        cmd
+    }
+
+    /// One of our binaries (`lemon`, `healthcheck`, a wrapper) run where the
+    /// cluster's Slurm commands are, so that the Slurm commands it calls are
+    /// the cluster's series; aimed at the cluster like [`Cluster::command`].
+    pub fn host_binary(&self, path: &Path) -> Command {
+        let mut cmd = match &self.slurm_root {
+            Some(root) => root.command(path),
+            None => Command::new(path),
+        };
+        self.aim(&mut cmd);
+        cmd
+    }
+
+    fn aim(&self, cmd: &mut Command) {
         cmd.env("SLURM_CONF", self.slurm_conf())
             .env("SLURM_TIME_FORMAT", "%s")
             .current_dir(&self.dir)
             .stdin(Stdio::null());
-        cmd
+    }
+
+    /// A munge or Slurm program (the first of `names` installed), from the
+    /// cluster's series.
+    fn slurm_program(&self, names: &[&str]) -> Result<Command, StartError> {
+        match &self.slurm_root {
+            None => find_program(names).map(Command::new),
+            Some(root) => root.program(names).map(|p| root.command(&p)).ok_or_else(|| {
+                StartError(format!(
+                    "none of {names:?} is installed in {} (Slurm {})",
+                    root.path().display(),
+                    root.series()
+                ))
+            }),
+        }
     }
 
     /// Runs a Slurm client command; its stdout, or stderr as the error.
@@ -517,7 +570,7 @@ impl Cluster {
     /// Starts slurmctld again, keeping its saved state, and waits until it
     /// answers and every node has registered again.
     pub fn start_slurmctld(&self) -> Result<(), StartError> {
-        self.spawn("slurmctld", find_program(&["slurmctld"])?, &["-D"])?;
+        self.spawn("slurmctld", self.slurm_program(&["slurmctld"])?, &["-D"])?;
         // Nodes out of service (ours, an administrator's) may answer late:
         // what matters is that the controller and the nodes in service do.
         let ready = || {
@@ -547,9 +600,9 @@ impl Cluster {
         })
     }
 
-    fn spawn(&self, name: &str, program: PathBuf, args: &[&str]) -> Result<(), StartError> {
+    fn spawn(&self, name: &str, mut program: Command, args: &[&str]) -> Result<(), StartError> {
         let log = std::fs::File::create(self.dir.join("log").join(format!("{name}.out")))?;
-        let child = Command::new(&program)
+        let child = program
             .args(args)
             .process_group(0)
             .env_clear()
@@ -560,7 +613,7 @@ impl Cluster {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
-            .map_err(|e| StartError(format!("{}: {e}", program.display())))?;
+            .map_err(|e| StartError(format!("{name}: {e}")))?;
         let pid = child.id();
         self.daemons.lock().unwrap().push(Daemon {
             name: name.to_string(),
@@ -651,9 +704,12 @@ fleet_breaker_fraction = 0.5
 library_path = "{nvml}"
 "#,
             nvml = crate::fake_nvml::library().display(),
-            bin = find_program(&["scontrol"])
-                .ok()
-                .and_then(|p| p.parent().map(Path::to_path_buf))
+            // As our programs see it: inside the series' root when there is one.
+            bin = match &self.slurm_root {
+                Some(root) => root.program(&["scontrol"]),
+                None => find_program(&["scontrol"]).ok(),
+            }
+            .and_then(|p| p.parent().map(Path::to_path_buf))
                 .unwrap_or_else(|| PathBuf::from("/usr/bin"))
                 .display(),
             conf = self.slurm_conf().display(),
@@ -753,7 +809,13 @@ MinJobAge=600
         }
         if !options.plugstack.is_empty() {
             let path = self.dir.join("etc/plugstack.conf");
-            std::fs::write(&path, options.plugstack.join("\n") + "\n")?;
+            let config = self.config_path().display().to_string();
+            let lines: Vec<String> = options
+                .plugstack
+                .iter()
+                .map(|line| line.replace("{config}", &config))
+                .collect();
+            std::fs::write(&path, lines.join("\n") + "\n")?;
             s.push_str(&format!("PlugStackConfig={}\n", path.display()));
         }
         for line in &options.slurm_conf_extra {
@@ -811,7 +873,7 @@ StorageLoc=slurm_acct_db
             arg("seed-file", "munged.seed"),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.spawn("munged", find_program(&["munged"])?, &args)?;
+        self.spawn("munged", self.slurm_program(&["munged"])?, &args)?;
         let socket = m.join("munge.socket");
         if !self.wait_until(Duration::from_secs(10), || socket.exists()) {
             return Err(StartError("munged did not create its socket".into()));
@@ -861,7 +923,11 @@ StorageLoc=slurm_acct_db
             "--innodb-buffer-pool-size=64M".into(),
         ];
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.spawn("mariadb", find_program(&["mariadbd", "mysqld"])?, &args)?;
+        self.spawn(
+            "mariadb",
+            Command::new(find_program(&["mariadbd", "mysqld"])?),
+            &args,
+        )?;
         let client = find_program(&["mariadb", "mysql"])?;
         let sql = "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'lemonade'; \
                    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';";
@@ -884,7 +950,7 @@ StorageLoc=slurm_acct_db
     }
 
     fn start_slurmdbd(&self) -> Result<(), StartError> {
-        self.spawn("slurmdbd", find_program(&["slurmdbd"])?, &["-D"])?;
+        self.spawn("slurmdbd", self.slurm_program(&["slurmdbd"])?, &["-D"])?;
         // Ready when it listens; sacctmgr would wait seconds per failed try.
         let port = self.ports.dbd;
         if !self.wait_until(Duration::from_secs(30), || {
@@ -958,4 +1024,18 @@ fn nix_hostname() -> String {
         .next()
         .unwrap_or("localhost")
         .to_string()
+}
+
+/// The host's Slurm series (`22.05`), from `slurmd -V` (`slurm-wlm 22.05.8`).
+fn host_slurm_series() -> String {
+    find_program(&["slurmd"])
+        .ok()
+        .and_then(|p| Command::new(p).arg("-V").output().ok())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .and_then(|v| {
+            let version = v.split_whitespace().last()?.to_string();
+            let mut parts = version.split('.');
+            Some(format!("{}.{}", parts.next()?, parts.next()?))
+        })
+        .unwrap_or_default()
 }

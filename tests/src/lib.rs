@@ -6,11 +6,14 @@
 //!   several slurmd) in a temporary directory.
 //! * [`fake_nvml`]: the fake `libnvidia-ml.so.1` and its scenarios.
 //! * [`spank`]: our SPANK plugins on such a cluster.
+//! * [`slurm_root`]: another Slurm series (24.11, 26.05) from a Debian root,
+//!   for clusters of that series.
 
 pub mod cluster;
 pub mod fake_nvml;
 pub mod fixture;
 pub mod history;
+pub mod slurm_root;
 pub mod spank;
 
 use std::path::PathBuf;

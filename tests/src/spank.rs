@@ -7,6 +7,7 @@
 //! which srun, sbatch and every slurmstepd read afresh.
 
 use crate::cluster::{Cluster, ClusterOptions};
+use crate::slurm_root::SlurmRoot;
 use std::path::PathBuf;
 
 /// One of our plugins, as cargo built it for the running test binary.
@@ -15,12 +16,36 @@ pub struct Plugin(PathBuf);
 impl Plugin {
     /// `file` (`liblemonade_spank.so`, ...) beside the test binary
     /// (`target/<profile>/deps/`), where cargo puts the crate's cdylib.
+    /// On another Slurm series (`LEMONADE_SLURM_SERIES`) that build would not
+    /// load: the one built from the series' headers is taken instead, from
+    /// `target/slurm-<series>/<profile>/`, where `packaging/build-debs
+    /// --slurm-series` builds it.
     pub fn built(file: &str) -> Plugin {
+        if let Some(root) = SlurmRoot::from_env() {
+            return Plugin::built_for(root.series(), file);
+        }
         let path = std::env::current_exe()
             .expect("the test binary's path")
             .with_file_name(file);
         assert!(path.exists(), "{} missing", path.display());
         Plugin(path)
+    }
+
+    fn built_for(series: &str, file: &str) -> Plugin {
+        let target = crate::target_bin_dir()
+            .parent()
+            .expect("the target directory")
+            .join(format!("slurm-{series}"));
+        let found = ["release", "debug"]
+            .iter()
+            .map(|profile| target.join(profile).join(file))
+            .find(|p| p.exists());
+        Plugin(found.unwrap_or_else(|| {
+            panic!(
+                "{file} for Slurm {series} is not built in {}: run `packaging/build-debs --slurm-series {series}`",
+                target.display()
+            )
+        }))
     }
 
     /// A cluster of `nodes` with the plugin loaded (`args` on its line) and,
