@@ -51,7 +51,8 @@ fn dispatch(cli: Cli) -> Result<u8> {
         }
         Some(Command::List) => list(&global),
         Some(Command::History(args)) => {
-            let config = load_config(&global).context("cannot read the config")?;
+            let config =
+                load_config(&global, &node_name(&global)?).context("cannot read the config")?;
             let store = lemonade_sql::node::NodeStore::open(
                 &config.store.path,
                 std::time::Duration::from_millis(config.store.lock_wait_ms),
@@ -64,14 +65,9 @@ fn dispatch(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Some(Command::Snapshot { out }) => {
-            let config = load_config(&global).context("cannot read the config")?;
-            let report = snapshot::capture(
-                &config,
-                &checks::all(),
-                &global.root,
-                &node_name(&global),
-                &out,
-            )?;
+            let node = node_name(&global)?;
+            let config = load_config(&global, &node).context("cannot read the config")?;
+            let report = snapshot::capture(&config, &checks::all(), &global.root, &node, &out)?;
             eprintln!(
                 "wrote {} ({} findings, worst {})",
                 out.display(),
@@ -99,29 +95,21 @@ fn periodic_args() -> RunArgs {
 
 fn load_config(
     global: &GlobalArgs,
+    node: &str,
 ) -> Result<lemonade_config::Config, lemonade_config::ConfigError> {
-    lemonade_config::load(&global.config, Some(&node_name(global)))
+    lemonade_config::load(&global.config, Some(node))
 }
 
-fn node_name(global: &GlobalArgs) -> String {
-    global
-        .node
-        .clone()
-        .or_else(|| {
-            std::env::var("SLURMD_NODENAME")
-                .ok()
-                .filter(|n| !n.is_empty())
-        })
-        .unwrap_or_else(|| {
-            let host = nix::unistd::gethostname()
-                .map(|h| h.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            host.split('.').next().unwrap_or("localhost").to_string()
-        })
+/// `--node`, else `$SLURMD_NODENAME`, else the short host name.
+fn node_name(global: &GlobalArgs) -> Result<String> {
+    lemonade_slurm::node_name::of_this_process(global.node.as_deref()).context(
+        "cannot tell which Slurm node this is (no host name): pass --node or set SLURMD_NODENAME",
+    )
 }
 
 fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
-    let mut config = load_config(global);
+    let node = node_name(global)?;
+    let mut config = load_config(global, &node);
     if let (Ok(c), Some(kmsg)) = (config.as_mut(), &args.kmsg_file) {
         c.checks.xid.kmsg_file = kmsg.clone();
     }
@@ -133,7 +121,7 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
     let request = Request {
         store: StoreUse::for_run(!args.no_record, root.is_live(), global.use_store),
         run: RunOptions {
-            node: node_name(global),
+            node,
             root,
             profile: args.profile,
             only: args.checks.clone(),
@@ -155,14 +143,14 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         Format::Json => println!("{}", output::json(report)),
     }
     if let Some(path) = &args.prometheus_textfile {
-        output::write_atomically(path, output::prometheus(report).as_bytes())
+        lemonade_spool::atomic::write_atomically(path, output::prometheus(report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(outcome.exit().code())
 }
 
 fn list(global: &GlobalArgs) -> Result<u8> {
-    let config = load_config(global);
+    let config = load_config(global, &node_name(global)?);
     let mut config_ok = config.as_ref().ok().cloned().unwrap_or_default();
     // `expected_count = "auto"` shows as the number this node would check.
     healthcheck::checks::gpu::count::resolve(&mut config_ok, &NodeRoot::new(&global.root));

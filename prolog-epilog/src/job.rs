@@ -59,7 +59,13 @@ pub fn main(phase: Phase) -> ExitCode {
         }
     };
     let env = SlurmEnv::from_process();
-    let node = env.node.clone().unwrap_or_else(short_hostname);
+    let host = lemonade_slurm::node_name::host_name();
+    let Some(node) = lemonade_slurm::node_name::resolve(None, env.node.as_deref(), host.as_deref())
+    else {
+        eprintln!("{name}: cannot tell which Slurm node this is (no SLURMD_NODENAME, no host name); no checks");
+        // Ours, not the node's: never fail the job for it.
+        return ExitCode::SUCCESS;
+    };
     let mut config = lemonade_config::load(&args.config, Some(&node));
     let deadline = match (&config, phase) {
         (Ok(c), Phase::Prolog) => c.engine.prolog_deadline_s,
@@ -91,18 +97,6 @@ fn start_watchdog(name: &'static str, deadline: Duration) {
         );
         std::process::exit(0);
     });
-}
-
-fn short_hostname() -> String {
-    nix::unistd::gethostname()
-        .map(|h| {
-            h.to_string_lossy()
-                .split('.')
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_default()
 }
 
 fn run(

@@ -15,6 +15,8 @@
 //! `write(2)` per record, `O_APPEND`), see [`append_task_exit`], and folded
 //! into the export by the next healthcheck run.
 
+pub mod atomic;
+
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -140,14 +142,14 @@ pub fn write(dir: &Path, node: &str, new: &[Record], max_bytes: u64) -> Result<(
         total -= lines[first].len() as u64 + 1;
         first += 1;
     }
-    let tmp = dir.join(format!(".{node}.jsonl.{}.tmp", std::process::id()));
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    for line in &lines[first..] {
-        file.write_all(line).map_err(io)?;
-        file.write_all(b"\n").map_err(io)?;
-    }
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)
+    atomic::replace_with(&path, atomic::Durability::Synced, |file| {
+        for line in &lines[first..] {
+            file.write_all(line)?;
+            file.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+    .map_err(io)
 }
 
 /// Reads a node's export. Malformed lines are returned as errors beside the

@@ -28,13 +28,13 @@ use crate::record::RunReport;
 use lemonade_config::{Config, DownAction, Severity};
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::reason::{owner, ReasonOwner};
+use lemonade_slurm::sinfo;
 use lemonade_sql::node::FindingRow;
 use lemonade_sql::node_jobs::{self, StateChangeRow};
 use lemonade_sql::rusqlite::Connection;
 use memory::{Cause, Memory, Ours};
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
 
 /// Code of the policy's warning for a check that keeps being `unknown`.
 pub const UNKNOWN_STREAK: &str = "UNKNOWN_STREAK";
@@ -88,15 +88,6 @@ pub struct PolicyResult {
     pub messages: Vec<String>,
 }
 
-/// The Slurm commands as the config describes them.
-pub fn commands(config: &Config) -> SlurmCommands {
-    SlurmCommands::new(
-        config.slurm.bin_dir.clone(),
-        config.slurm.conf.clone(),
-        Duration::from_secs_f64(config.slurm.command_timeout_s.max(0.1)),
-    )
-}
-
 /// Applies the policy to a finished run and returns what it adds: its state
 /// changes, its own findings and its messages; the report is left as it is.
 /// What it remembers (and what it did) is written to the node database when
@@ -124,7 +115,7 @@ pub fn apply(
         report,
         dry_run,
         &mut memory,
-        &commands(config),
+        &config.slurm.commands(),
         &mut |_| {},
     );
     if let Some(store) = session.writable() {
@@ -301,7 +292,7 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
         .collect();
 
     (ctx.before_slurm)("sinfo node");
-    let current = match slurm::node_state(ctx.cmds, ctx.node) {
+    let current = match sinfo::node(ctx.cmds, ctx.node) {
         Ok(s) => s,
         Err(e) => return ctx.slurm_failed(action, &reason, &cause_list, e.to_string()),
     };
@@ -432,7 +423,7 @@ fn maybe_resume(ctx: &mut Ctx, report: &RunReport, memory: &mut Memory) {
     }
     let ours = ours.clone();
     (ctx.before_slurm)("sinfo node");
-    let current = match slurm::node_state(ctx.cmds, ctx.node) {
+    let current = match sinfo::node(ctx.cmds, ctx.node) {
         Ok(s) => s,
         Err(e) => return ctx.slurm_failed("resume", &ours.reason, &ours.causes, e.to_string()),
     };

@@ -6,6 +6,7 @@ use super::*;
 use crate::check::Profile;
 use crate::engine::CheckSummary;
 use crate::record::Trigger;
+use std::time::Duration;
 
 fn report(findings: Vec<Finding>) -> RunReport {
     let checks = findings
