@@ -40,7 +40,7 @@ pub fn bodies_of_run(report: &RunReport, changes: &[StateChange]) -> Vec<Body> {
         check: e.check_name.clone(),
         entity: e.entity.clone(),
         code: e.code.clone(),
-        severity: e.severity.clone(),
+        severity: e.severity,
         detail: e.detail.clone(),
     }));
     out.extend(changes.iter().map(|c| Body::StateChange {

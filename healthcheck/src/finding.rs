@@ -124,7 +124,7 @@ impl From<&Finding> for FindingRow {
             pci_bus_id: f.pci_bus_id.clone(),
             uuid: f.uuid.clone(),
             code: f.code.clone(),
-            severity: f.severity.as_str().to_string(),
+            severity: f.severity,
             expected: f.expected.clone(),
             actual: f.actual.clone(),
             action: f.action.as_str().to_string(),
@@ -145,7 +145,7 @@ impl From<OfJob<'_>> for Body {
             check: f.check.clone(),
             entity: f.entity.clone(),
             code: f.code.clone(),
-            severity: f.severity.as_str().to_string(),
+            severity: f.severity,
             message: f.message.clone(),
             job_id: job_id.map(str::to_string),
         }
@@ -184,7 +184,7 @@ mod tests {
                 check: "gpu-pcie".into(),
                 entity: "gpu3".into(),
                 code: "PCIE_WIDTH_DEGRADED".into(),
-                severity: "drain".into(),
+                severity: Severity::Drain,
                 message: "narrow".into(),
                 job_id: Some("42".into()),
             }

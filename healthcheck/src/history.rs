@@ -1,6 +1,7 @@
 //! `healthcheck history`: the runs and findings the node database holds.
 
 use crate::cli::Format;
+use lemonade_config::Severity;
 use lemonade_sql::node::{FindingRow, NodeStore, RunRow};
 use lemonade_sql::node_jobs::{jobs_since, state_changes_since, JobRow, StateChangeRow};
 use lemonade_sql::StoreError;
@@ -48,7 +49,7 @@ struct RunJson {
     trigger: String,
     profile: String,
     job_id: Option<String>,
-    worst: String,
+    worst: Severity,
     exit_code: i32,
 }
 
@@ -57,7 +58,7 @@ struct FindingJson {
     check: String,
     entity: String,
     code: String,
-    severity: String,
+    severity: Severity,
     expected: Option<String>,
     actual: Option<String>,
     action: String,
@@ -84,7 +85,7 @@ pub fn render(
         let findings: Vec<FindingRow> = store
             .findings_of(run.id)?
             .into_iter()
-            .filter(|f| f.severity != "ok")
+            .filter(|f| f.severity != Severity::Ok)
             .collect();
         if all || !findings.is_empty() || run.job_id.is_some() {
             shown.push((run, findings));

@@ -276,7 +276,7 @@ fn run_record(
         trigger: report.trigger.as_str().to_string(),
         profile: report.profile.as_str().to_string(),
         job_id: report.job_id.clone(),
-        worst: report.worst.as_str().to_string(),
+        worst: report.worst,
         exit_code: i32::from(report.exit_code.code()),
         findings: report.findings.iter().map(FindingRow::from).collect(),
         states: checked
@@ -294,7 +294,7 @@ fn event_row((check, e): &(String, Event)) -> EventRow {
         check_name: check.clone(),
         entity: e.entity.clone(),
         code: e.code.clone(),
-        severity: e.severity.as_str().to_string(),
+        severity: e.severity,
         occurred_at: e.occurred_at,
         boot_id: e.boot_id.clone(),
         seq: e.seq,

@@ -17,6 +17,7 @@
 
 pub mod atomic;
 
+pub use lemonade_config::Severity;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,7 +46,8 @@ pub enum Body {
         check: String,
         entity: String,
         code: String,
-        severity: String,
+        /// As its lowercase name, as ever: old exports still read.
+        severity: Severity,
         message: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         job_id: Option<String>,
@@ -55,7 +57,8 @@ pub enum Body {
         check: String,
         entity: String,
         code: String,
-        severity: String,
+        /// As its lowercase name, as ever: old exports still read.
+        severity: Severity,
         detail: String,
     },
     /// The prolog saw a job start on this node.
@@ -296,6 +299,54 @@ mod tests {
         };
         assert_eq!(new.time_ms(), 1_700_000_000_123);
         assert!(!serde_json::to_string(&old).unwrap().contains("at_ms"));
+    }
+
+    #[test]
+    fn severities_are_typed_and_written_as_their_lowercase_names() {
+        // A finding and an event as nodes have always written them.
+        let old = [
+            r#"{"seq":1,"epoch":"e1","node":"node1","at":1700000000,"kind":"finding","check":"mounts","entity":"/checkpoint","code":"MOUNT_MISSING","severity":"drain","message":"gone"}"#,
+            r#"{"seq":2,"epoch":"e1","node":"node1","at":1700000001,"kind":"event","check":"xid","entity":"gpu3","code":"XID_79","severity":"down","detail":"fell off the bus"}"#,
+        ];
+        let records: Vec<Record> = old
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(matches!(
+            records[0].body,
+            Body::Finding {
+                severity: Severity::Drain,
+                ..
+            }
+        ));
+        assert!(matches!(
+            records[1].body,
+            Body::Event {
+                severity: Severity::Down,
+                ..
+            }
+        ));
+        for (record, line) in records.iter().zip(old) {
+            assert_eq!(
+                serde_json::to_string(record).unwrap(),
+                line,
+                "same bytes out"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node1.jsonl");
+        std::fs::write(
+            &path,
+            old[0].replace("\"drain\"", "\"critical\"") + "\n" + old[1] + "\n",
+        )
+        .unwrap();
+        let (records, errors) = read(&path).unwrap();
+        assert_eq!(
+            records.len(),
+            1,
+            "the good record after a bad severity counts"
+        );
+        assert!(errors[0].to_string().contains(":1:"), "{}", errors[0]);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Queries of the node database (`node.db`).
 
 use crate::{open, Schema, StoreError};
-use rusqlite::{params, Connection, OptionalExtension};
+use lemonade_config::Severity;
+use rusqlite::types::Type;
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,7 +17,7 @@ pub struct RunRow {
     pub trigger: String,
     pub profile: String,
     pub job_id: Option<String>,
-    pub worst: String,
+    pub worst: Severity,
     pub exit_code: i32,
 }
 
@@ -27,7 +29,7 @@ pub struct FindingRow {
     pub pci_bus_id: Option<String>,
     pub uuid: Option<String>,
     pub code: String,
-    pub severity: String,
+    pub severity: Severity,
     pub expected: Option<String>,
     pub actual: Option<String>,
     pub action: String,
@@ -40,7 +42,7 @@ pub struct EventRow {
     pub check_name: String,
     pub entity: String,
     pub code: String,
-    pub severity: String,
+    pub severity: Severity,
     pub occurred_at: i64,
     pub boot_id: String,
     pub seq: i64,
@@ -55,12 +57,30 @@ pub struct RunRecord {
     pub trigger: String,
     pub profile: String,
     pub job_id: Option<String>,
-    pub worst: String,
+    pub worst: Severity,
     pub exit_code: i32,
     pub findings: Vec<FindingRow>,
     /// New state per check (JSON text). Checks not listed keep their old state.
     pub states: Vec<(String, String)>,
     pub events: Vec<EventRow>,
+}
+
+/// A severity column, stored as its lowercase name (`ok` ... `down`, the
+/// spelling of the JSON and spool forms). Anything else is an error naming
+/// the column, never a guess.
+fn severity(row: &Row<'_>, column: usize) -> rusqlite::Result<Severity> {
+    let text: String = row.get(column)?;
+    text.parse().map_err(|message: String| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            Type::Text,
+            format!(
+                "column {}: {message}",
+                row.as_ref().column_name(column).unwrap_or("?")
+            )
+            .into(),
+        )
+    })
 }
 
 /// Inserts findings of run `run_id`; shared by [`NodeStore::record_run`] and
@@ -82,7 +102,7 @@ pub(crate) fn insert_findings(
             f.pci_bus_id,
             f.uuid,
             f.code,
-            f.severity,
+            f.severity.as_str(),
             f.expected,
             f.actual,
             f.action,
@@ -178,7 +198,7 @@ impl NodeStore {
                 run.trigger,
                 run.profile,
                 run.job_id,
-                run.worst,
+                run.worst.as_str(),
                 run.exit_code
             ],
         )
@@ -212,7 +232,7 @@ impl NodeStore {
                         e.check_name,
                         e.entity,
                         e.code,
-                        e.severity,
+                        e.severity.as_str(),
                         e.occurred_at,
                         e.boot_id,
                         e.seq,
@@ -258,7 +278,7 @@ impl NodeStore {
                     trigger: r.get(3)?,
                     profile: r.get(4)?,
                     job_id: r.get(5)?,
-                    worst: r.get(6)?,
+                    worst: severity(r, 6)?,
                     exit_code: r.get(7)?,
                 })
             })
@@ -283,7 +303,7 @@ impl NodeStore {
                     pci_bus_id: r.get(2)?,
                     uuid: r.get(3)?,
                     code: r.get(4)?,
-                    severity: r.get(5)?,
+                    severity: severity(r, 5)?,
                     expected: r.get(6)?,
                     actual: r.get(7)?,
                     action: r.get(8)?,
@@ -309,7 +329,7 @@ impl NodeStore {
                     check_name: r.get(0)?,
                     entity: r.get(1)?,
                     code: r.get(2)?,
-                    severity: r.get(3)?,
+                    severity: severity(r, 3)?,
                     occurred_at: r.get(4)?,
                     boot_id: r.get(5)?,
                     seq: r.get(6)?,
@@ -348,7 +368,7 @@ mod tests {
             duration_ms: 3,
             trigger: "manual".into(),
             profile: "full".into(),
-            worst: "ok".into(),
+            worst: Severity::Ok,
             findings: vec![FindingRow {
                 check_name: "xid".into(),
                 code: "OK".into(),
@@ -381,6 +401,55 @@ mod tests {
         assert_eq!(store.events_since(0).unwrap().len(), 1);
         assert_eq!(store.prune(150).unwrap(), 2, "one run and the event at t=0");
         assert_eq!(store.runs_since(0, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn severities_are_stored_by_name_and_read_back_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store =
+            NodeStore::open(&dir.path().join("node.db"), Duration::from_millis(100)).unwrap();
+        let mut record = run(100, vec![]);
+        record.worst = Severity::Drain;
+        record.findings[0].severity = Severity::Drain;
+        record.events = vec![EventRow {
+            check_name: "xid".into(),
+            code: "XID_79".into(),
+            severity: Severity::Down,
+            ..Default::default()
+        }];
+        let (run_id, _) = store.record_run(&record).unwrap();
+        let stored: (String, String) = store
+            .connection()
+            .query_row(
+                "SELECT r.worst, f.severity FROM runs r JOIN findings f ON f.run_id = r.id",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(stored, ("drain".to_string(), "drain".to_string()));
+        assert_eq!(store.last_run().unwrap().unwrap().worst, Severity::Drain);
+        assert_eq!(
+            store.findings_of(run_id).unwrap()[0].severity,
+            Severity::Drain
+        );
+        assert_eq!(store.events_since(0).unwrap()[0].severity, Severity::Down);
+    }
+
+    #[test]
+    fn a_stored_severity_we_do_not_know_is_an_error_naming_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store =
+            NodeStore::open(&dir.path().join("node.db"), Duration::from_millis(100)).unwrap();
+        let (run_id, _) = store.record_run(&run(100, vec![])).unwrap();
+        store
+            .connection()
+            .execute("UPDATE findings SET severity = 'critical'", [])
+            .unwrap();
+        let err = store.findings_of(run_id).unwrap_err().to_string();
+        assert!(
+            err.contains("severity") && err.contains("critical"),
+            "{err}"
+        );
     }
 
     #[test]
