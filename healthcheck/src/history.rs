@@ -71,6 +71,23 @@ fn time(t: i64) -> String {
         .unwrap_or_default()
 }
 
+/// What `history` shows where the node has no database yet: nothing was
+/// recorded, and reading the history creates none.
+pub fn render_no_database(path: &std::path::Path, format: Format) -> String {
+    match format {
+        Format::Json => serde_json::to_string_pretty(&HistoryJson {
+            runs: Vec::new(),
+            jobs: Vec::new(),
+            state_changes: Vec::new(),
+        })
+        .unwrap_or_default(),
+        Format::Human => format!(
+            "no node database at {}: no run has been recorded\n",
+            path.display()
+        ),
+    }
+}
+
 /// Renders runs, jobs and state changes since `since` (unix seconds); ok runs only with `all`.
 pub fn render(
     store: &NodeStore,

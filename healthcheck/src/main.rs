@@ -53,15 +53,22 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Some(Command::History(args)) => {
             let config =
                 load_config(&global, &node_name(&global)?).context("cannot read the config")?;
-            let store = lemonade_sql::node::NodeStore::open(
+            let since = parse_since(&args.since, chrono::Utc::now()).map_err(anyhow::Error::msg)?;
+            // Reading the history creates and changes nothing, like `--no-record`.
+            let store = lemonade_sql::node::NodeStore::open_read_only(
                 &config.store.path,
                 std::time::Duration::from_millis(config.store.lock_wait_ms),
             )?;
-            let since = parse_since(&args.since, chrono::Utc::now()).map_err(anyhow::Error::msg)?;
-            print!(
-                "{}",
-                history::render(&store, since.timestamp(), args.all, args.limit, args.format)?
-            );
+            match store {
+                Some(store) => print!(
+                    "{}",
+                    history::render(&store, since.timestamp(), args.all, args.limit, args.format)?
+                ),
+                None => print!(
+                    "{}",
+                    history::render_no_database(&config.store.path, args.format)
+                ),
+            }
             Ok(0)
         }
         Some(Command::Snapshot { out }) => {

@@ -69,6 +69,55 @@ fn no_record_creates_no_database() {
     );
 }
 
+/// `healthcheck history` with `flags`: its exit code and stdout.
+fn history(config: &Path, flags: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
+        .arg("--config")
+        .arg(config)
+        .args(["--node", "storetest", "history", "--all"])
+        .args(flags)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn history_without_a_database_says_so_and_creates_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state/node.db");
+    let config = config(dir.path(), &db);
+    let (code, text) = history(&config, &[]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("no run has been recorded"), "{text}");
+    let (code, json) = history(&config, &["--format", "json"]);
+    assert_eq!(code, 0);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(0));
+    assert!(
+        !dir.path().join("state").exists(),
+        "no directory, database, WAL or lock file"
+    );
+}
+
+#[test]
+fn history_reads_the_runs_and_leaves_the_database_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("node.db");
+    let config = config(dir.path(), &db);
+    let node = fixture::node("healthy");
+    aer_grew(&config, node.root(), &["--use-store"]);
+    let before = files(dir.path());
+    // The run is at the fixture's time: ask from before it.
+    let (code, json) = history(&config, &["--format", "json", "--since", "2026-01-01"]);
+    assert_eq!(code, 0, "{json}");
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["runs"].as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(files(dir.path()), before, "nothing is written");
+}
+
 const AER: &str = "/sys/bus/pci/devices/0000:2a:00.0/aer_dev_nonfatal";
 
 fn aer(total: u64) -> String {
