@@ -33,9 +33,11 @@ impl Cluster {
         let mut sinfo = String::new();
         for name in &truth.node_names {
             if *name == truth.lemons[1] {
-                sinfo.push_str(&format!("{name}|drained|bad fan, ticket 123\n"));
+                sinfo.push_str(&format!(
+                    "{name}|drained|bad fan, ticket 123|root|2026-01-01T00:00:00\n"
+                ));
             } else {
-                sinfo.push_str(&format!("{name}|idle|none\n"));
+                sinfo.push_str(&format!("{name}|idle|none|Unknown|Unknown\n"));
             }
         }
         std::fs::write(p.join("sinfo.txt"), sinfo).unwrap();
