@@ -6,6 +6,7 @@ use std::sync::Arc;
 mod counters;
 pub mod gpu;
 pub mod ib;
+pub mod memory;
 pub mod mounts;
 pub mod pcie;
 pub mod xid;
@@ -17,6 +18,7 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(pcie::Pcie),
         Arc::new(ib::Ib),
         Arc::new(mounts::Mounts),
+        Arc::new(memory::Memory),
     ];
     checks.extend(gpu::checks());
     checks

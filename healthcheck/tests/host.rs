@@ -1,0 +1,116 @@
+//! The host checks (memory, cpus, block, services, firmware) on the fixture
+//! node: healthy, and one overlay per fault with its code, entity and severity.
+
+use healthcheck::check::{Check, CheckContext};
+use healthcheck::finding::Finding;
+use healthcheck::{Config, Severity};
+use lemonade_tests::fixture::{self, FixtureNode};
+
+const T0: i64 = 1_763_600_000;
+
+fn config() -> Config {
+    lemonade_config::load(&fixture::node_config(), Some("gpu001")).expect("fixture config")
+}
+
+fn run(
+    check: &dyn Check,
+    node: &FixtureNode,
+    previous: Option<serde_json::Value>,
+    now: i64,
+) -> (Vec<Finding>, Option<serde_json::Value>) {
+    let ctx = CheckContext {
+        previous,
+        ..CheckContext::standalone(
+            node.root(),
+            config(),
+            chrono::DateTime::from_timestamp(now, 0).unwrap(),
+        )
+    };
+    let out = check
+        .run(&ctx)
+        .unwrap_or_else(|e| panic!("{} runs: {e}", check.name()));
+    (out.findings, out.state)
+}
+
+fn problems(findings: &[Finding]) -> Vec<(&str, &str, Severity)> {
+    let mut bad: Vec<_> = findings
+        .iter()
+        .filter(|f| !f.is_ok())
+        .map(|f| (f.entity.as_str(), f.code.as_str(), f.severity))
+        .collect();
+    bad.sort();
+    bad
+}
+
+/// Each host check by name, as the registry has it.
+fn check(name: &str) -> std::sync::Arc<dyn Check> {
+    healthcheck::checks::all()
+        .into_iter()
+        .find(|c| c.name() == name)
+        .unwrap_or_else(|| panic!("no check {name}"))
+}
+
+#[test]
+fn the_healthy_node_is_all_ok_for_every_host_check() {
+    let node = fixture::node("healthy");
+    for name in ["memory"] {
+        let (findings, _) = run(&*check(name), &node, None, T0);
+        assert!(!findings.is_empty(), "{name} judged nothing");
+        assert!(problems(&findings).is_empty(), "{name}: {findings:#?}");
+    }
+}
+
+#[test]
+fn each_host_fault_overlay_gives_its_code_entity_and_severity() {
+    for (fault, name, expected) in [
+        (
+            "memory-dimm-mapped-out",
+            "memory",
+            ("memory", "MEM_TOTAL_LOW", Severity::Drain),
+        ),
+        (
+            "memory-edac-ue",
+            "memory",
+            ("mc1/dimm5", "EDAC_UE", Severity::Down),
+        ),
+    ] {
+        let node = fixture::node(fault);
+        let (findings, _) = run(&*check(name), &node, None, T0);
+        assert_eq!(problems(&findings), [expected], "{fault}");
+    }
+}
+
+#[test]
+fn corrected_memory_errors_between_runs_warn() {
+    let node = fixture::node("healthy");
+    let memory = check("memory");
+    let (_, state) = run(&*memory, &node, None, T0);
+    let dimm = "/sys/devices/system/edac/mc/mc0/dimm3/dimm_ce_count";
+    node.write(dimm, "400\n");
+    let (findings, _) = run(&*memory, &node, state, T0 + 300);
+    assert_eq!(
+        problems(&findings),
+        [("mc0/dimm3", "EDAC_CE_RATE", Severity::Warning)]
+    );
+}
+
+#[test]
+fn a_garbled_edac_counter_is_unknown_and_names_its_file() {
+    let node = fixture::node("healthy");
+    node.write(
+        "/sys/devices/system/edac/mc/mc0/dimm1/dimm_ue_count",
+        "n/a\n",
+    );
+    let (findings, _) = run(&*check("memory"), &node, None, T0);
+    let bad = findings.iter().find(|f| !f.is_ok()).expect("a finding");
+    assert_eq!(
+        (bad.entity.as_str(), bad.severity),
+        ("mc0/dimm1", Severity::Unknown)
+    );
+    assert!(
+        bad.message
+            .contains("/sys/devices/system/edac/mc/mc0/dimm1/dimm_ue_count"),
+        "{}",
+        bad.message
+    );
+}
