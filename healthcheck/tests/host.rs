@@ -53,7 +53,7 @@ fn check(name: &str) -> std::sync::Arc<dyn Check> {
 #[test]
 fn the_healthy_node_is_all_ok_for_every_host_check() {
     let node = fixture::node("healthy");
-    for name in ["memory"] {
+    for name in ["memory", "cpus"] {
         let (findings, _) = run(&*check(name), &node, None, T0);
         assert!(!findings.is_empty(), "{name} judged nothing");
         assert!(problems(&findings).is_empty(), "{name}: {findings:#?}");
@@ -72,6 +72,11 @@ fn each_host_fault_overlay_gives_its_code_entity_and_severity() {
             "memory-edac-ue",
             "memory",
             ("mc1/dimm5", "EDAC_UE", Severity::Down),
+        ),
+        (
+            "cpu-offline",
+            "cpus",
+            ("cpus", "CPU_OFFLINE", Severity::Drain),
         ),
     ] {
         let node = fixture::node(fault);
@@ -113,4 +118,17 @@ fn a_garbled_edac_counter_is_unknown_and_names_its_file() {
         "{}",
         bad.message
     );
+}
+
+#[test]
+fn a_garbled_cpu_list_is_unknown_and_names_its_file() {
+    let node = fixture::node("healthy");
+    node.write("/sys/devices/system/cpu/online", "0-abc\n");
+    let ctx = CheckContext::standalone(
+        node.root(),
+        config(),
+        chrono::DateTime::from_timestamp(T0, 0).unwrap(),
+    );
+    let err = check("cpus").run(&ctx).unwrap_err().to_string();
+    assert!(err.contains("/sys/devices/system/cpu/online"), "{err}");
 }

@@ -4,6 +4,7 @@ use crate::check::Check;
 use std::sync::Arc;
 
 mod counters;
+pub mod cpus;
 pub mod gpu;
 pub mod ib;
 pub mod memory;
@@ -19,6 +20,7 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(ib::Ib),
         Arc::new(mounts::Mounts),
         Arc::new(memory::Memory),
+        Arc::new(cpus::Cpus),
     ];
     checks.extend(gpu::checks());
     checks
