@@ -53,7 +53,7 @@ fn check(name: &str) -> std::sync::Arc<dyn Check> {
 #[test]
 fn the_healthy_node_is_all_ok_for_every_host_check() {
     let node = fixture::node("healthy");
-    for name in ["memory", "cpus"] {
+    for name in ["memory", "cpus", "block"] {
         let (findings, _) = run(&*check(name), &node, None, T0);
         assert!(!findings.is_empty(), "{name} judged nothing");
         assert!(problems(&findings).is_empty(), "{name}: {findings:#?}");
@@ -77,6 +77,21 @@ fn each_host_fault_overlay_gives_its_code_entity_and_severity() {
             "cpu-offline",
             "cpus",
             ("cpus", "CPU_OFFLINE", Severity::Drain),
+        ),
+        (
+            "block-nvme-missing",
+            "block",
+            ("nvme", "NVME_MISSING", Severity::Drain),
+        ),
+        (
+            "block-nvme-readonly",
+            "block",
+            ("nvme4n1", "BLOCK_READ_ONLY", Severity::Drain),
+        ),
+        (
+            "block-nvme-dead",
+            "block",
+            ("nvme7n1", "NVME_NOT_LIVE", Severity::Drain),
         ),
     ] {
         let node = fixture::node(fault);

@@ -3,6 +3,7 @@
 use crate::check::Check;
 use std::sync::Arc;
 
+pub mod block;
 mod counters;
 pub mod cpus;
 pub mod gpu;
@@ -21,6 +22,7 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(mounts::Mounts),
         Arc::new(memory::Memory),
         Arc::new(cpus::Cpus),
+        Arc::new(block::Block),
     ];
     checks.extend(gpu::checks());
     checks
