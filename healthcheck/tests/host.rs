@@ -53,7 +53,7 @@ fn check(name: &str) -> std::sync::Arc<dyn Check> {
 #[test]
 fn the_healthy_node_is_all_ok_for_every_host_check() {
     let node = fixture::node("healthy");
-    for name in ["memory", "cpus", "block"] {
+    for name in ["memory", "cpus", "block", "services"] {
         let (findings, _) = run(&*check(name), &node, None, T0);
         assert!(!findings.is_empty(), "{name} judged nothing");
         assert!(problems(&findings).is_empty(), "{name}: {findings:#?}");
@@ -92,6 +92,16 @@ fn each_host_fault_overlay_gives_its_code_entity_and_severity() {
             "block-nvme-dead",
             "block",
             ("nvme7n1", "NVME_NOT_LIVE", Severity::Drain),
+        ),
+        (
+            "services-munged-missing",
+            "services",
+            ("munged", "SERVICE_MISSING", Severity::Drain),
+        ),
+        (
+            "services-slurmd-zombie",
+            "services",
+            ("slurmd", "SERVICE_MISSING", Severity::Drain),
         ),
     ] {
         let node = fixture::node(fault);

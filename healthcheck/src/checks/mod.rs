@@ -11,6 +11,7 @@ pub mod ib;
 pub mod memory;
 pub mod mounts;
 pub mod pcie;
+pub mod services;
 pub mod xid;
 
 /// Every check, in the order runs report them.
@@ -23,6 +24,7 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(memory::Memory),
         Arc::new(cpus::Cpus),
         Arc::new(block::Block),
+        Arc::new(services::Services),
     ];
     checks.extend(gpu::checks());
     checks
