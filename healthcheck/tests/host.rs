@@ -53,7 +53,7 @@ fn check(name: &str) -> std::sync::Arc<dyn Check> {
 #[test]
 fn the_healthy_node_is_all_ok_for_every_host_check() {
     let node = fixture::node("healthy");
-    for name in ["memory", "cpus", "block", "services"] {
+    for name in ["memory", "cpus", "block", "services", "firmware"] {
         let (findings, _) = run(&*check(name), &node, None, T0);
         assert!(!findings.is_empty(), "{name} judged nothing");
         assert!(problems(&findings).is_empty(), "{name}: {findings:#?}");
@@ -102,6 +102,16 @@ fn each_host_fault_overlay_gives_its_code_entity_and_severity() {
             "services-slurmd-zombie",
             "services",
             ("slurmd", "SERVICE_MISSING", Severity::Drain),
+        ),
+        (
+            "firmware-bios-old",
+            "firmware",
+            ("bios", "FIRMWARE_MISMATCH", Severity::Warning),
+        ),
+        (
+            "firmware-hca-odd",
+            "firmware",
+            ("mlx5_5", "FIRMWARE_MISMATCH", Severity::Warning),
         ),
     ] {
         let node = fixture::node(fault);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 pub mod block;
 mod counters;
 pub mod cpus;
+pub mod firmware;
 pub mod gpu;
 pub mod ib;
 pub mod memory;
@@ -25,6 +26,7 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(cpus::Cpus),
         Arc::new(block::Block),
         Arc::new(services::Services),
+        Arc::new(firmware::Firmware),
     ];
     checks.extend(gpu::checks());
     checks
