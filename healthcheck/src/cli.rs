@@ -60,6 +60,13 @@ pub enum Command {
         /// Archive to write.
         out: PathBuf,
     },
+    /// Print a config with this node's expectations (GPUs, PCIe, HCAs,
+    /// mounts, memory, CPUs, disks, services, firmware), read through `--root`.
+    Baseline {
+        /// Wrap it as a `[[node]]` block for these nodes (a Slurm hostlist: `gpu[001-128]`).
+        #[arg(long)]
+        hosts: Option<String>,
+    },
     /// A check's name: run that check alone, e.g. `healthcheck xid`.
     #[command(external_subcommand)]
     Check(Vec<String>),
