@@ -114,7 +114,7 @@ fn majority(group: &[&Hca]) -> Option<String> {
         *counts.entry(hca.fw_ver.as_str()).or_default() += 1;
     }
     let mut ranked: Vec<(&str, usize)> = counts.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
     match ranked.as_slice() {
         [(_, n), (_, m), ..] if n == m => None,
         [(top, _), ..] => Some(top.to_string()),
