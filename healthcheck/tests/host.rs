@@ -167,3 +167,11 @@ fn a_garbled_cpu_list_is_unknown_and_names_its_file() {
     let err = check("cpus").run(&ctx).unwrap_err().to_string();
     assert!(err.contains("/sys/devices/system/cpu/online"), "{err}");
 }
+
+#[test]
+fn an_uncorrected_error_no_dimm_is_blamed_for_is_reported_on_its_controller() {
+    let node = fixture::node("healthy");
+    node.write("/sys/devices/system/edac/mc/mc0/ue_noinfo_count", "1\n");
+    let (findings, _) = run(&*check("memory"), &node, None, T0);
+    assert_eq!(problems(&findings), [("mc0", "EDAC_UE", Severity::Down)]);
+}

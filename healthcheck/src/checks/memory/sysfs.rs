@@ -54,6 +54,14 @@ pub fn gather(root: &NodeRoot, with_total: bool) -> Result<MemoryData, CheckErro
                 Err(e) => data.unreadable.push((mc.clone(), e.to_string())),
             }
         }
+        if !dimms.is_empty() {
+            // Errors the driver could not place on a DIMM count only here.
+            match read_noinfo(root, &dir, &mc) {
+                Ok(Some(c)) => data.counters.push(c),
+                Ok(None) => {}
+                Err(e) => data.unreadable.push((mc.clone(), e.to_string())),
+            }
+        }
         for dimm in dimms {
             let entity = format!("{mc}/{dimm}");
             let dimm_dir = format!("{dir}/{dimm}");
@@ -89,6 +97,31 @@ fn read_counter(
         corrected: count("ce_count")?,
         uncorrected: count("ue_count")?,
     })
+}
+
+/// A controller's errors not attributed to any DIMM (`ce_noinfo_count`,
+/// `ue_noinfo_count`), where the kernel has them.
+fn read_noinfo(root: &NodeRoot, dir: &str, mc: &str) -> Result<Option<EdacCounter>, CheckError> {
+    let count = |name: &str| -> Result<Option<u64>, CheckError> {
+        let path = format!("{dir}/{name}");
+        match root.read_value_opt(&path)? {
+            Some(text) => parse_count(&text)
+                .map(Some)
+                .map_err(|m| CheckError::malformed(path, m)),
+            None => Ok(None),
+        }
+    };
+    let (Some(corrected), Some(uncorrected)) =
+        (count("ce_noinfo_count")?, count("ue_noinfo_count")?)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(EdacCounter {
+        entity: mc.to_string(),
+        label: Some("not attributed to a DIMM".into()),
+        corrected,
+        uncorrected,
+    }))
 }
 
 /// `mc0`, `dimm12`: the prefix followed by digits only.
