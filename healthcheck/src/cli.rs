@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[command(
     name = "healthcheck",
     version,
-    about = "Lemonade's node health checks: XID, ECC, NVLink, PCIe, InfiniBand, mounts.",
+    about = "Lemonade's node health checks: XID, ECC, NVLink, PCIe, InfiniBand, mounts, memory, CPUs, disks, services, firmware.",
     long_about = "Lemonade's node health checks.\n\n\
         With no subcommand, runs the periodic profile and applies the node-state policy: \
         this is what Slurm's HealthCheckProgram and the systemd timer run.\n\n\

@@ -175,3 +175,35 @@ fn an_uncorrected_error_no_dimm_is_blamed_for_is_reported_on_its_controller() {
     let (findings, _) = run(&*check("memory"), &node, None, T0);
     assert_eq!(problems(&findings), [("mc0", "EDAC_UE", Severity::Down)]);
 }
+
+#[test]
+fn the_readme_lists_every_check_and_every_host_code() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let mut missing: Vec<String> = healthcheck::checks::all()
+        .iter()
+        .map(|c| format!("| `{}` |", c.name()))
+        .filter(|row| !readme.contains(row.as_str()))
+        .collect();
+    use healthcheck::checks::{block, cpus, firmware, memory, services};
+    for code in [
+        memory::evaluate::MEM_TOTAL_LOW,
+        memory::evaluate::EDAC_UE,
+        memory::evaluate::EDAC_CE_RATE,
+        memory::evaluate::EDAC_UNREADABLE,
+        cpus::evaluate::CPU_OFFLINE,
+        block::evaluate::NVME_MISSING,
+        block::evaluate::NVME_SIZE_LOW,
+        block::evaluate::NVME_NOT_LIVE,
+        block::evaluate::BLOCK_READ_ONLY,
+        block::evaluate::BLOCK_UNREADABLE,
+        services::evaluate::SERVICE_MISSING,
+        firmware::evaluate::FIRMWARE_MISMATCH,
+        firmware::evaluate::FIRMWARE_UNREADABLE,
+    ] {
+        if !readme.contains(&format!("`{code}`")) {
+            missing.push(code.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "README.md does not list: {missing:?}");
+}
