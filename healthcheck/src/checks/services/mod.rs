@@ -8,7 +8,7 @@ pub mod evaluate;
 pub mod procfs;
 
 use crate::check::{
-    Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, ALL_PROFILES,
+    Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, BACKGROUND_PROFILES,
 };
 use lemonade_config::Config;
 
@@ -28,8 +28,11 @@ impl Check for Services {
     fn summary(&self) -> &'static str {
         "expected daemons (munged, sssd, ...) running, by a /proc scan"
     }
+    /// Not in the prolog: a /proc scan reads one file per process (about
+    /// 10 µs each, 15 ms on a node with 1,500 tasks), and a missing daemon
+    /// is found by the next periodic run.
     fn profiles(&self) -> &'static [Profile] {
-        ALL_PROFILES
+        BACKGROUND_PROFILES
     }
     fn settings(&self, config: &Config) -> SettingsView {
         let s = &config.checks.services;
