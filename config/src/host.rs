@@ -152,3 +152,41 @@ impl Default for FirmwareSettings {
         }
     }
 }
+
+/// `[checks.xid.kernel_log]`: host hardware errors read from the kernel log
+/// in the same pass as the XIDs, with the XIDs' windows (`window_s`): a
+/// `down` match counts until reboot, the others for their severity's window.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct KernelLogSettings {
+    pub enabled: bool,
+    /// `mce: [Hardware Error]` lines: `MCE_HARDWARE_ERROR`.
+    pub mce_severity: Severity,
+    /// `Machine check events logged` (corrected, by mcelog/rasdaemon): `MCE_EVENTS_LOGGED`.
+    pub mce_logged_severity: Severity,
+    /// `EDAC MCn: k CE ...`: `EDAC_CE_LOGGED`.
+    pub edac_ce_severity: Severity,
+    /// `EDAC MCn: k UE ...`: `EDAC_UE_LOGGED`.
+    pub edac_ue_severity: Severity,
+    /// `I/O error, dev nvme0n1, sector ...` (not CD-ROM, loop or RAM disks): `BLOCK_IO_ERROR`.
+    pub io_error_severity: Severity,
+    /// `EXT4-fs error`, XFS corruption or shutdown, `BTRFS error`: `FS_ERROR`.
+    pub fs_error_severity: Severity,
+    /// `nfs: server X not responding` until `nfs: server X OK`: `NFS_NOT_RESPONDING`.
+    pub nfs_severity: Severity,
+}
+
+impl Default for KernelLogSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            mce_severity: Severity::Drain,
+            mce_logged_severity: Severity::Warning,
+            edac_ce_severity: Severity::Warning,
+            edac_ue_severity: Severity::Down,
+            io_error_severity: Severity::Drain,
+            fs_error_severity: Severity::Drain,
+            nfs_severity: Severity::Warning,
+        }
+    }
+}

@@ -89,6 +89,8 @@ fn the_baseline_of_the_healthy_node_is_all_ok_and_catches_every_fault_overlay() 
     let warnings_only = [
         "firmware-bios-old",
         "firmware-hca-odd",
+        "kmsg-edac-ce",
+        "kmsg-nfs-not-responding",
         "mount-low-inodes",
         "mount-low-space",
         "xid-malformed",

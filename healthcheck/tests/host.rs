@@ -185,7 +185,7 @@ fn the_readme_lists_every_check_and_every_host_code() {
         .map(|c| format!("| `{}` |", c.name()))
         .filter(|row| !readme.contains(row.as_str()))
         .collect();
-    use healthcheck::checks::{block, cpus, firmware, memory, services};
+    use healthcheck::checks::{block, cpus, firmware, memory, services, xid};
     for code in [
         memory::evaluate::MEM_TOTAL_LOW,
         memory::evaluate::EDAC_UE,
@@ -200,10 +200,104 @@ fn the_readme_lists_every_check_and_every_host_code() {
         services::evaluate::SERVICE_MISSING,
         firmware::evaluate::FIRMWARE_MISMATCH,
         firmware::evaluate::FIRMWARE_UNREADABLE,
+        xid::kernel_log::MCE_HARDWARE_ERROR,
+        xid::kernel_log::MCE_EVENTS_LOGGED,
+        xid::kernel_log::EDAC_CE_LOGGED,
+        xid::kernel_log::EDAC_UE_LOGGED,
+        xid::kernel_log::BLOCK_IO_ERROR,
+        xid::kernel_log::FS_ERROR,
+        xid::kernel_log::NFS_NOT_RESPONDING,
     ] {
         if !readme.contains(&format!("`{code}`")) {
             missing.push(code.to_string());
         }
     }
     assert!(missing.is_empty(), "README.md does not list: {missing:?}");
+}
+
+#[test]
+fn kernel_log_overlays_give_their_codes_from_the_xid_pass() {
+    for (fault, expected) in [
+        (
+            "kmsg-mce",
+            vec![
+                ("node", "MCE_EVENTS_LOGGED", Severity::Warning),
+                ("node", "MCE_HARDWARE_ERROR", Severity::Drain),
+            ],
+        ),
+        (
+            "kmsg-edac-ce",
+            vec![("mc0", "EDAC_CE_LOGGED", Severity::Warning)],
+        ),
+        (
+            "kmsg-nvme-io-error",
+            vec![("nvme4n1", "BLOCK_IO_ERROR", Severity::Drain)],
+        ),
+        (
+            "kmsg-xfs-shutdown",
+            vec![("md126", "FS_ERROR", Severity::Drain)],
+        ),
+        (
+            // nfs01 came back; nfs02 did not.
+            "kmsg-nfs-not-responding",
+            vec![("nfs02.cluster", "NFS_NOT_RESPONDING", Severity::Warning)],
+        ),
+    ] {
+        let node = fixture::node(fault);
+        let (findings, _) = run(&*check("xid"), &node, None, T0);
+        assert_eq!(problems(&findings), expected, "{fault}");
+    }
+}
+
+#[test]
+fn one_kernel_log_pass_serves_xids_and_host_errors_and_the_cursor_keeps_them() {
+    let node = fixture::node("xid-79");
+    node.append(
+        "/dev/kmsg",
+        "3,71,36000300000,-;blk_update_request: I/O error, dev nvme2n1, sector 8 op 0x0:(READ) flags 0x0\n",
+    );
+    let xid = check("xid");
+    let ctx = CheckContext::standalone(
+        node.root(),
+        config(),
+        chrono::DateTime::from_timestamp(T0, 0).unwrap(),
+    );
+    let first = xid.run(&ctx).expect("xid runs");
+    let codes = |f: &[Finding]| {
+        let mut c: Vec<String> = f
+            .iter()
+            .filter(|f| !f.is_ok())
+            .map(|f| f.code.clone())
+            .collect();
+        c.sort();
+        c
+    };
+    assert_eq!(codes(&first.findings), ["BLOCK_IO_ERROR", "XID_79"]);
+    let mut event_codes: Vec<&str> = first.events.iter().map(|e| e.code.as_str()).collect();
+    event_codes.sort();
+    assert_eq!(event_codes, ["BLOCK_IO_ERROR", "XID_79"]);
+
+    // The next run reads nothing new (one cursor) and still reports both.
+    let second = xid
+        .run(&CheckContext {
+            previous: first.state.clone(),
+            ..ctx
+        })
+        .expect("xid runs");
+    assert!(second.events.is_empty(), "{:?}", second.events);
+    assert_eq!(codes(&second.findings), ["BLOCK_IO_ERROR", "XID_79"]);
+}
+
+#[test]
+fn kernel_log_matchers_can_be_turned_off() {
+    let node = fixture::node("kmsg-mce");
+    let mut config = config();
+    config.checks.xid.kernel_log.enabled = false;
+    let ctx = CheckContext::standalone(
+        node.root(),
+        config,
+        chrono::DateTime::from_timestamp(T0, 0).unwrap(),
+    );
+    let out = check("xid").run(&ctx).expect("xid runs");
+    assert!(problems(&out.findings).is_empty(), "{:#?}", out.findings);
 }
