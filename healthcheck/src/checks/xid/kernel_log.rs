@@ -76,7 +76,7 @@ pub fn classify(message: &str) -> Option<Match> {
             let ignored = ["sr", "loop", "fd", "ram", "zram"]
                 .iter()
                 .any(|p| device.starts_with(p));
-            return (!ignored).then(|| Match::Problem(BLOCK_IO_ERROR, device));
+            return (!ignored).then_some(Match::Problem(BLOCK_IO_ERROR, device));
         }
     }
     fs_error(m)
