@@ -33,16 +33,40 @@ pub enum Match {
     NfsBack(String),
 }
 
-/// Cheap test run on every record before [`classify`]: most lines have none
-/// of these bytes sequences, so the first pass over a long log stays fast.
+/// Cheap test run on every record before [`classify`]: most lines hold none
+/// of these byte strings, so the first pass over a long log stays fast.
+pub struct Prefilter {
+    needles: Vec<memchr::memmem::Finder<'static>>,
+}
+
+impl Default for Prefilter {
+    fn default() -> Self {
+        let words: [&'static [u8]; 6] = [
+            b"rror",
+            b"EDAC",
+            b"nfs: server",
+            b"Machine check",
+            b"Corruption",
+            b"hutting down",
+        ];
+        Prefilter {
+            needles: words
+                .iter()
+                .map(|w| memchr::memmem::Finder::new(*w))
+                .collect(),
+        }
+    }
+}
+
+impl Prefilter {
+    pub fn might_match(&self, message: &[u8]) -> bool {
+        self.needles.iter().any(|n| n.find(message).is_some())
+    }
+}
+
+/// [`Prefilter::might_match`] with a prefilter of its own (tests).
 pub fn might_match(message: &[u8]) -> bool {
-    let has = |needle: &[u8]| memchr::memmem::find(message, needle).is_some();
-    has(b"rror")
-        || has(b"EDAC")
-        || has(b"nfs: server")
-        || has(b"Machine check")
-        || has(b"Corruption")
-        || has(b"hutting down")
+    Prefilter::default().might_match(message)
 }
 
 /// Reads one kernel log message (without the kmsg header).

@@ -146,9 +146,16 @@ pub fn gather(
     let driver = memchr::memmem::Finder::new(b"NVRM:");
     let mut records = Vec::new();
     // One pass serves every matcher: the driver's lines and the host's.
-    let host_lines = settings.kernel_log.enabled;
+    let host_lines = settings
+        .kernel_log
+        .enabled
+        .then(kernel_log::Prefilter::default);
     let mut keep = |e: &kmsg::Entry| {
-        if driver.find(e.message).is_some() || (host_lines && kernel_log::might_match(e.message)) {
+        if driver.find(e.message).is_some()
+            || host_lines
+                .as_ref()
+                .is_some_and(|p| p.might_match(e.message))
+        {
             records.push(KmsgRecord {
                 seq: e.seq,
                 ts_usec: e.ts_usec,
