@@ -69,6 +69,12 @@ pub fn might_match(message: &[u8]) -> bool {
     Prefilter::default().might_match(message)
 }
 
+/// True when [`classify`] reads the raw message as one we watch: the gather
+/// keeps only those, not every line with "error" in it.
+pub fn matches(message: &[u8]) -> bool {
+    classify(&String::from_utf8_lossy(message)).is_some()
+}
+
 /// Reads one kernel log message (without the kmsg header).
 pub fn classify(message: &str) -> Option<Match> {
     let m = message.trim();
@@ -176,7 +182,10 @@ pub fn severity_of(code: &str, s: &KernelLogSettings) -> Severity {
     }
 }
 
-/// Folds one record into the tallies; returns the event to record for a problem.
+/// Folds one record into the tallies. Returns the event to record the first
+/// time a (code, entity) shows up since boot: a disk that logs an I/O error
+/// per sector must not write thousands of events a run. NFS servers that
+/// stop answering are the server's fault, not the node's: no event.
 pub fn fold(
     tallies: &mut Vec<Tally>,
     record: &KmsgRecord,
@@ -198,7 +207,8 @@ pub fn fold(
                 Some(t) => {
                     t.count += 1;
                     t.last_at = t.last_at.max(at);
-                    t.text = text.clone();
+                    t.text = text;
+                    return None;
                 }
                 None => tallies.push(Tally {
                     code: code.to_string(),
@@ -212,6 +222,9 @@ pub fn fold(
             if tallies.len() > MAX_TALLIES {
                 tallies.sort_by_key(|t| std::cmp::Reverse(t.last_at));
                 tallies.truncate(MAX_TALLIES);
+            }
+            if code == NFS_NOT_RESPONDING {
+                return None;
             }
             Some(Event {
                 entity,
@@ -341,7 +354,10 @@ mod tests {
             "b",
             &s,
         );
-        assert_eq!(event.map(|e| e.code), Some(NFS_NOT_RESPONDING.to_string()));
+        assert_eq!(
+            event, None,
+            "an NFS server's silence is no event of the node"
+        );
         fold(
             &mut tallies,
             &record(2, "nfs: server nfs02 not responding, still trying"),

@@ -154,7 +154,7 @@ pub fn gather(
         if driver.find(e.message).is_some()
             || host_lines
                 .as_ref()
-                .is_some_and(|p| p.might_match(e.message))
+                .is_some_and(|p| p.might_match(e.message) && kernel_log::matches(e.message))
         {
             records.push(KmsgRecord {
                 seq: e.seq,
