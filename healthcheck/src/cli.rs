@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[command(
     name = "healthcheck",
     version,
-    about = "Lemonade's node health checks: XID, ECC, NVLink, PCIe, InfiniBand, mounts.",
+    about = "Lemonade's node health checks: XID, ECC, NVLink, PCIe, InfiniBand, mounts, memory, CPUs, disks, services, firmware.",
     long_about = "Lemonade's node health checks.\n\n\
         With no subcommand, runs the periodic profile and applies the node-state policy: \
         this is what Slurm's HealthCheckProgram and the systemd timer run.\n\n\
@@ -59,6 +59,13 @@ pub enum Command {
     Snapshot {
         /// Archive to write.
         out: PathBuf,
+    },
+    /// Print a config with this node's expectations (GPUs, PCIe, HCAs,
+    /// mounts, memory, CPUs, disks, services, firmware), read through `--root`.
+    Baseline {
+        /// Wrap it as a `[[node]]` block for these nodes (a Slurm hostlist: `gpu[001-128]`).
+        #[arg(long)]
+        hosts: Option<String>,
     },
     /// A check's name: run that check alone, e.g. `healthcheck xid`.
     #[command(external_subcommand)]

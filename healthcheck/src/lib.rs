@@ -14,7 +14,9 @@
 //! * [`snapshot`]: capture what the checks read, for offline replay.
 //! * [`policy`]: findings to Slurm node state (drain, down, resume).
 //! * [`export`]: the spool export the head node reads.
+//! * [`baseline`]: a node's expectations as config (`healthcheck baseline`).
 
+pub mod baseline;
 pub mod check;
 pub mod checks;
 pub mod cli;

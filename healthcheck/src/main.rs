@@ -7,7 +7,7 @@ use healthcheck::cli::{parse_check_words, parse_since, Cli, Command, Format, Glo
 use healthcheck::pipeline::{self, session::StoreUse, Request};
 use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
-use healthcheck::{checks, history, output, snapshot};
+use healthcheck::{baseline, checks, history, output, snapshot};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -50,6 +50,13 @@ fn dispatch(cli: Cli) -> Result<u8> {
             run(&global, args, Trigger::Manual)
         }
         Some(Command::List) => list(&global),
+        Some(Command::Baseline { hosts }) => {
+            let root = NodeRoot::new(&global.root);
+            let node = baseline::read(&root)
+                .with_context(|| format!("cannot read the node below {}", global.root.display()))?;
+            print!("{}", node.to_toml(hosts.as_deref()));
+            Ok(0)
+        }
         Some(Command::History(args)) => {
             let config =
                 load_config(&global, &node_name(&global)?).context("cannot read the config")?;

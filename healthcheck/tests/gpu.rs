@@ -678,10 +678,12 @@ fn snapshot(node: &Node, scenario: &Path, dir: &Path) -> PathBuf {
 
 /// Config that leaves only the GPU checks enabled (a snapshot runs every enabled check).
 fn gpu_checks_only(extra: &str) -> String {
-    let others: String = ["xid", "pcie", "ib", "mounts"]
-        .iter()
-        .map(|c| format!("[checks.{c}]\nenabled = false\n"))
-        .collect();
+    let others: String = [
+        "xid", "pcie", "ib", "mounts", "memory", "cpus", "block", "services", "firmware",
+    ]
+    .iter()
+    .map(|c| format!("[checks.{c}]\nenabled = false\n"))
+    .collect();
     format!("{extra}\n{others}")
 }
 
