@@ -3,6 +3,8 @@
 //! The benchmarks run the real release binaries, as a node or the head node
 //! would, and report the median and the worst of several runs.
 
+pub mod kernel_log;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -1,8 +1,9 @@
 //! Settings of the GPU checks (NVML): `[checks.gpu]`, `[checks.ecc]`, `[checks.nvlink]`,
 //! `[checks.gpu_pcie]`, `[checks.clocks]`, `[checks.gpu_procs]`.
 //!
-//! Every GPU check is skipped quietly when `[checks.gpu] expected_count` is 0,
-//! so a CPU-only node needs no other GPU setting.
+//! Every GPU check is skipped quietly when `[checks.gpu] expected_count` is 0
+//! (or `auto`, the default, and the PCI bus has no NVIDIA GPU), so a CPU-only
+//! node needs no GPU setting at all.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -17,8 +18,10 @@ pub const DEFAULT_NVML_LIBRARY: &str = "libnvidia-ml.so.1";
 pub struct GpuSettings {
     pub enabled: bool,
     pub deadline_s: Option<f64>,
-    /// GPUs the node must have; 0 means the node has none and GPU checks are skipped.
-    pub expected_count: usize,
+    /// GPUs the node must have: a number (0: the node has none, GPU checks
+    /// are skipped), or `auto`: as many as the PCI bus has NVIDIA display
+    /// and 3D-controller functions, which NVML must then all see.
+    pub expected_count: GpuCount,
     /// The NVML library every GPU check loads: a bare name is searched by the
     /// loader (`LD_LIBRARY_PATH`, ld.so.cache), a path is loaded as is.
     pub library_path: PathBuf,
@@ -39,12 +42,72 @@ impl Default for GpuSettings {
         Self {
             enabled: true,
             deadline_s: None,
-            expected_count: 0,
+            expected_count: GpuCount::Auto,
             library_path: PathBuf::from(DEFAULT_NVML_LIBRARY),
             expected_bus_ids: Vec::new(),
             expected_driver_version: None,
             expected_vbios: None,
             require_persistence_mode: true,
+        }
+    }
+}
+
+/// `[checks.gpu] expected_count`: a number, or `auto`.
+///
+/// `auto` is the default so that a GPU node without a config is checked as
+/// one: a default of 0 would skip every GPU check and read as healthy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuCount {
+    /// Count the NVIDIA GPUs on the PCI bus (sysfs) at each run.
+    #[default]
+    Auto,
+    Exactly(usize),
+}
+
+impl GpuCount {
+    /// The number, when it is one.
+    pub fn exactly(self) -> Option<usize> {
+        match self {
+            GpuCount::Auto => None,
+            GpuCount::Exactly(n) => Some(n),
+        }
+    }
+}
+
+impl std::fmt::Display for GpuCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuCount::Auto => f.write_str("auto"),
+            GpuCount::Exactly(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for GpuCount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            GpuCount::Auto => s.serialize_str("auto"),
+            GpuCount::Exactly(n) => s.serialize_u64(*n as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuCount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(usize),
+            Word(String),
+        }
+        match Written::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected a number of GPUs or \"auto\""))?
+        {
+            Written::Number(n) => Ok(GpuCount::Exactly(n)),
+            Written::Word(w) if w == "auto" => Ok(GpuCount::Auto),
+            Written::Word(w) => Err(serde::de::Error::custom(format!(
+                "expected a number of GPUs or \"auto\", not \"{w}\""
+            ))),
         }
     }
 }
@@ -100,8 +163,14 @@ pub struct NvlinkSettings {
     pub replay_growth_drain: u64,
     /// Recovery-counter growth per link between runs at or above this is `drain`; 0 disables.
     pub recovery_growth_drain: u64,
-    /// CRC errors (flit + data) per second per link above this are `drain`.
+    /// CRC errors (flit + data) per second per link, averaged over
+    /// `rate_window_s`, above this are `drain`.
     pub crc_rate_drain_per_s: f64,
+    /// The window the CRC rate is summed over, as for PCIe AER and InfiniBand:
+    /// a burst seen one second after the previous run (a prolog right after the
+    /// timer) is spread over the window, not over that one second. Five
+    /// minutes, the timer's period, so that the per-second limit keeps its meaning.
+    pub rate_window_s: u64,
     /// CRC growth per link between runs at or above this (and under the rate) is `warning`; 0 disables.
     pub crc_growth_warning: u64,
 }
@@ -117,6 +186,7 @@ impl Default for NvlinkSettings {
             replay_growth_drain: 1,
             recovery_growth_drain: 1,
             crc_rate_drain_per_s: 100.0,
+            rate_window_s: 300,
             crc_growth_warning: 1,
         }
     }

@@ -25,6 +25,10 @@ pub struct LemonSettings {
     pub max_history_lag_hours: f64,
     /// The compute nodes' spool exports; unset falls back to `[spool] dir`.
     pub spool_dir: Option<PathBuf>,
+    /// The zone of ISO times in replayed sacct and event files (sacct prints
+    /// local time): an IANA name such as `Europe/Berlin`, `local`, or `+02:00`.
+    /// Unset: the local zone. `lemon ingest --time-zone` overrides it.
+    pub time_zone: Option<String>,
     /// Tail probability below which a node's failure count is improbable
     /// given the fleet's failure rate (Poisson test), whatever the
     /// false-discovery cut says.
@@ -63,6 +67,7 @@ impl Default for LemonSettings {
             sacct_window_hours: 24,
             max_history_lag_hours: 6.0,
             spool_dir: None,
+            time_zone: None,
             p_value: 1e-4,
             false_discovery_rate: 0.1,
             min_failing_jobs: 3,
@@ -135,6 +140,10 @@ mod tests {
         assert_eq!(cfg.thresholds.tickets, Some(1.0));
         assert_eq!(cfg.thresholds.xid_cnt, None);
         assert_eq!(cfg.max_drains_per_run, 10);
+        assert_eq!(cfg.time_zone, None);
+        let text = "[lemon]\ntime_zone = \"Europe/Berlin\"\n";
+        let cfg = load_str(text, Path::new("t.toml"), None).unwrap().lemon;
+        assert_eq!(cfg.time_zone.as_deref(), Some("Europe/Berlin"));
         let err = load_str(
             "[lemon.thresholds]\nticket = 1\n",
             Path::new("t.toml"),

@@ -19,6 +19,7 @@
 
 mod checks;
 mod gpu_checks;
+mod host;
 mod lemon;
 mod load;
 mod node;
@@ -28,6 +29,7 @@ mod xid;
 
 pub use checks::*;
 pub use gpu_checks::*;
+pub use host::*;
 pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
@@ -67,4 +69,9 @@ pub struct ChecksSettings {
     pub gpu_pcie: GpuPcieSettings,
     pub clocks: ClocksSettings,
     pub gpu_procs: GpuProcsSettings,
+    pub memory: MemorySettings,
+    pub cpus: CpusSettings,
+    pub block: BlockSettings,
+    pub services: ServicesSettings,
+    pub firmware: FirmwareSettings,
 }

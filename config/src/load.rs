@@ -145,6 +145,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::GpuCount;
 
     fn parse(text: &str, node: Option<&str>) -> Result<Config, ConfigError> {
         load_str(text, Path::new("test.toml"), node)
@@ -195,7 +196,7 @@ checks.gpu.expected_count = 2
                 .checks
                 .gpu
                 .expected_count,
-            8
+            GpuCount::Exactly(8)
         );
         assert_eq!(
             parse(text, Some("cpu02"))
@@ -203,7 +204,7 @@ checks.gpu.expected_count = 2
                 .checks
                 .gpu
                 .expected_count,
-            0
+            GpuCount::Exactly(0)
         );
         assert_eq!(
             parse(text, Some("cpu04"))
@@ -211,10 +212,28 @@ checks.gpu.expected_count = 2
                 .checks
                 .gpu
                 .expected_count,
-            2
+            GpuCount::Exactly(2)
         );
         // Untouched keys of a section keep the base value.
         assert!(parse(text, Some("cpu02")).unwrap().checks.gpu.enabled);
+    }
+
+    #[test]
+    fn the_gpu_count_is_auto_unless_a_number_is_given() {
+        let count = |text: &str| parse(text, Some("n1")).map(|c| c.checks.gpu.expected_count);
+        assert_eq!(count("").unwrap(), GpuCount::Auto);
+        assert_eq!(
+            count("[checks.gpu]\nexpected_count = \"auto\"\n").unwrap(),
+            GpuCount::Auto
+        );
+        assert_eq!(
+            count("[checks.gpu]\nexpected_count = 0\n").unwrap(),
+            GpuCount::Exactly(0)
+        );
+        let err = count("[checks.gpu]\nexpected_count = \"eight\"\n").unwrap_err();
+        assert!(err.message.contains("\"auto\""), "{err}");
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(count("[checks.gpu]\nexpected_count = -1\n").is_err());
     }
 
     #[test]

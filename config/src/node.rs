@@ -1,7 +1,9 @@
 //! Node-side sections: where things live, how long things may take, what we do to Slurm.
 
+use lemonade_slurm::command::SlurmCommands;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// `[slurm]`: how to reach Slurm's commands. Prolog, epilog and HealthCheckProgram
 /// run without `PATH` or `SLURM_CONF`, so everything is absolute.
@@ -25,6 +27,18 @@ impl Default for SlurmSettings {
             // a few Slurm calls must fit, and one timeout stops the others.
             command_timeout_s: 5.0,
         }
+    }
+}
+
+impl SlurmSettings {
+    /// The Slurm commands as this section describes them; the one place they
+    /// are built from the config. A timeout below 0.1 s is taken as 0.1 s.
+    pub fn commands(&self) -> SlurmCommands {
+        SlurmCommands::new(
+            self.bin_dir.clone(),
+            self.conf.clone(),
+            Duration::from_secs_f64(self.command_timeout_s.max(0.1)),
+        )
     }
 }
 
@@ -164,4 +178,27 @@ impl Default for PolicySettings {
 pub enum DownAction {
     Down,
     DrainRequeue,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_commands_come_from_the_section_with_a_floor_on_the_timeout() {
+        let settings = SlurmSettings {
+            bin_dir: PathBuf::from("/opt/slurm/bin"),
+            conf: Some(PathBuf::from("/opt/slurm/etc/slurm.conf")),
+            command_timeout_s: 2.5,
+        };
+        let cmds = settings.commands();
+        assert_eq!(cmds.program("sinfo"), PathBuf::from("/opt/slurm/bin/sinfo"));
+        assert_eq!(cmds.conf, settings.conf);
+        assert_eq!(cmds.timeout, Duration::from_millis(2500));
+        let zero = SlurmSettings {
+            command_timeout_s: 0.0,
+            ..SlurmSettings::default()
+        };
+        assert_eq!(zero.commands().timeout, Duration::from_millis(100));
+    }
 }

@@ -6,10 +6,16 @@ use std::str::FromStr;
 
 /// How bad a finding is. The order is the ranking: the worst finding of a run
 /// wins, and `unknown` ranks below `warning`.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// The wire form (JSON, the spool export, the databases' columns) is the
+/// lowercase name: `ok`, `unknown`, `warning`, `drain`, `down`.
+#[derive(
+    Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Healthy.
+    #[default]
     Ok,
     /// The check could not run: recorded only, never drains by itself.
     Unknown,
@@ -61,9 +67,17 @@ impl Severity {
     }
 }
 
+/// Honours width and alignment (`{:<8}`), for the tables people read.
 impl fmt::Display for Severity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
+    }
+}
+
+/// `severity == "down"`: compares with the wire form.
+impl PartialEq<&str> for Severity {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 
@@ -137,5 +151,21 @@ mod tests {
         assert_eq!(Severity::Down.exit_code(), 2);
         assert_eq!(Severity::Drain.exit_code(), 2);
         assert_eq!("drain".parse::<Severity>().unwrap(), Severity::Drain);
+    }
+
+    #[test]
+    fn the_wire_form_is_the_lowercase_name_and_nothing_else_parses() {
+        for s in Severity::ALL {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+            assert_eq!(serde_json::from_str::<Severity>(&json).unwrap(), s);
+            assert_eq!(s.as_str().parse::<Severity>().unwrap(), s);
+            assert!(s == s.as_str());
+        }
+        assert!("Down".parse::<Severity>().is_err());
+        assert!("critical".parse::<Severity>().is_err());
+        assert!(serde_json::from_str::<Severity>("\"DOWN\"").is_err());
+        assert_eq!(Severity::default(), Severity::Ok);
+        assert_eq!(format!("[{:<8}]", Severity::Down), "[down    ]");
     }
 }

@@ -29,6 +29,8 @@ pub struct XidSettings {
     /// Overrides of the built-in catalog, keyed by XID number: `[checks.xid.catalog."79"]`.
     #[serde(deserialize_with = "catalog_by_number")]
     pub catalog: BTreeMap<u32, XidRule>,
+    /// Host hardware errors matched in the same kernel-log pass.
+    pub kernel_log: crate::KernelLogSettings,
 }
 
 impl Default for XidSettings {
@@ -43,6 +45,7 @@ impl Default for XidSettings {
             repeat_window_s: 3600,
             repeat_severity: Severity::Drain,
             catalog: BTreeMap::new(),
+            kernel_log: crate::KernelLogSettings::default(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `packaging/lemonade.toml`, the example config the packages install, must
 //! load, and must show every key the schema has (so that it documents them all).
 
-use lemonade_config::{load, Config};
+use lemonade_config::{load, Config, GpuCount};
 use std::path::PathBuf;
 
 fn example() -> PathBuf {
@@ -11,10 +11,10 @@ fn example() -> PathBuf {
 #[test]
 fn the_example_loads_for_gpu_and_cpu_nodes() {
     let gpu = load(&example(), Some("gpu001")).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(gpu.checks.gpu.expected_count, 8);
+    assert_eq!(gpu.checks.gpu.expected_count, GpuCount::Exactly(8));
     assert_eq!(gpu.checks.pcie.expect.len(), 2);
     let cpu = load(&example(), Some("cpu001")).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(cpu.checks.gpu.expected_count, 0);
+    assert_eq!(cpu.checks.gpu.expected_count, GpuCount::Exactly(0));
     assert!(cpu.checks.pcie.expect.is_empty());
 }
 

@@ -2,14 +2,15 @@
 //! generate the man page and completions from the same definitions.
 
 use crate::check::Profile;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "healthcheck",
     version,
-    about = "Lemonade's node health checks: XID, ECC, NVLink, PCIe, InfiniBand, mounts.",
+    about = "Lemonade's node health checks: XID, ECC, NVLink, PCIe, InfiniBand, mounts, memory, CPUs, disks, services, firmware.",
     long_about = "Lemonade's node health checks.\n\n\
         With no subcommand, runs the periodic profile and applies the node-state policy: \
         this is what Slurm's HealthCheckProgram and the systemd timer run.\n\n\
@@ -38,6 +39,12 @@ pub struct GlobalArgs {
     /// Print the scontrol commands the node-state policy would run instead of running them.
     #[arg(long, global = true)]
     pub dry_run: bool,
+    /// With `--root` other than `/`: read and record the configured node
+    /// database all the same. Without it, a replay starts from no previous
+    /// state and records nothing, so the live node's cursors and counters
+    /// stay out of the snapshot's findings (and the snapshot out of them).
+    #[arg(long, global = true)]
+    pub use_store: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -53,9 +60,77 @@ pub enum Command {
         /// Archive to write.
         out: PathBuf,
     },
+    /// Print a config with this node's expectations (GPUs, PCIe, HCAs,
+    /// mounts, memory, CPUs, disks, services, firmware), read through `--root`.
+    Baseline {
+        /// Wrap it as a `[[node]]` block for these nodes (a Slurm hostlist: `gpu[001-128]`).
+        #[arg(long)]
+        hosts: Option<String>,
+    },
     /// A check's name: run that check alone, e.g. `healthcheck xid`.
     #[command(external_subcommand)]
     Check(Vec<String>),
+}
+
+/// `healthcheck <check> [OPTIONS]`: one check's command line, where the
+/// global flags may come after the check's name too.
+#[derive(Debug, Parser)]
+#[command(
+    name = "healthcheck",
+    about = "Run this check alone (the global flags may come before or after its name)."
+)]
+struct CheckCli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Parses what follows `healthcheck` when the first word is a check's name
+/// (`words[0]`): the run's options, and the global flags with those given
+/// after the name winning over `before` (those given before it). Errors
+/// (and `--help`) show the usage as `healthcheck <check>`.
+pub fn parse_check_words(
+    words: &[String],
+    before: &GlobalArgs,
+) -> Result<(GlobalArgs, RunArgs), clap::Error> {
+    let name = words.first().map(String::as_str).unwrap_or("check");
+    let matches = CheckCli::command()
+        .bin_name(format!("healthcheck {name}"))
+        .mut_arg("checks", |a| a.hide(true))
+        .try_get_matches_from(words)?;
+    let after = GlobalArgs::from_arg_matches(&matches)?;
+    let mut run = RunArgs::from_arg_matches(&matches)?;
+    if run.checks.is_none() {
+        run.checks = Some(vec![name.to_string()]);
+    }
+    Ok((before.overridden_by(after, &matches), run))
+}
+
+impl GlobalArgs {
+    /// These flags, with those `matches` has from the command line replaced by `later`'s.
+    fn overridden_by(&self, later: GlobalArgs, matches: &ArgMatches) -> GlobalArgs {
+        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        GlobalArgs {
+            config: if given("config") {
+                later.config
+            } else {
+                self.config.clone()
+            },
+            root: if given("root") {
+                later.root
+            } else {
+                self.root.clone()
+            },
+            node: if given("node") {
+                later.node
+            } else {
+                self.node.clone()
+            },
+            dry_run: self.dry_run || later.dry_run,
+            use_store: self.use_store || later.use_store,
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone)]
@@ -68,7 +143,8 @@ pub struct RunArgs {
     pub profile: Profile,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
-    /// Do not write the run to the node database (nor save counters).
+    /// Do not create or change the node database: the previous state is
+    /// read if there is one, nothing is written, nothing is exported.
     #[arg(long)]
     pub no_record: bool,
     /// Read the kernel log from this file (kmsg record format) instead of the configured one.
@@ -141,6 +217,44 @@ pub fn parse_since(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn global_flags_work_after_a_checks_name() {
+        let cli = Cli::try_parse_from(words(
+            "healthcheck --node n1 mounts --root /x --format json",
+        ))
+        .unwrap();
+        let Some(Command::Check(rest)) = cli.command else {
+            panic!("a check's name is its own subcommand");
+        };
+        let (global, run) = parse_check_words(&rest, &cli.global).unwrap();
+        assert_eq!(global.root, PathBuf::from("/x"));
+        assert_eq!(
+            global.node.as_deref(),
+            Some("n1"),
+            "flags before the name stay"
+        );
+        assert_eq!(run.checks, Some(vec!["mounts".to_string()]));
+        assert_eq!(run.format, Format::Json);
+    }
+
+    #[test]
+    fn flags_after_the_name_win_and_the_usage_names_the_check() {
+        let cli = Cli::try_parse_from(words("healthcheck --root /a xid --root /b")).unwrap();
+        let Some(Command::Check(rest)) = cli.command else {
+            panic!("a check's name is its own subcommand");
+        };
+        let (global, _) = parse_check_words(&rest, &cli.global).unwrap();
+        assert_eq!(global.root, PathBuf::from("/b"));
+        let err = parse_check_words(&words("xid --bogus"), &cli.global).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("Usage: healthcheck xid"), "{text}");
+        assert!(!text.contains("--checks"), "{text}");
+    }
 
     #[test]
     fn since_accepts_spans_dates_and_times() {

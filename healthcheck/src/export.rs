@@ -3,6 +3,7 @@
 //! the task exits the SPANK plugin left in the node-local file) to its file in
 //! the spool directory, with the sequence numbers kept in the node database.
 
+use crate::finding::OfJob;
 use crate::policy::StateChange;
 use crate::record::RunReport;
 use lemonade_config::Config;
@@ -28,20 +29,18 @@ pub fn bodies_of_run(report: &RunReport, changes: &[StateChange]) -> Vec<Body> {
         .findings
         .iter()
         .filter(|f| !f.is_ok())
-        .map(|f| Body::Finding {
-            check: f.check.clone(),
-            entity: f.entity.clone(),
-            code: f.code.clone(),
-            severity: f.severity.as_str().to_string(),
-            message: f.message.clone(),
-            job_id: report.job_id.clone(),
+        .map(|finding| {
+            Body::from(OfJob {
+                finding,
+                job_id: report.job_id.as_deref(),
+            })
         })
         .collect();
     out.extend(report.new_events.iter().map(|e| Body::Event {
         check: e.check_name.clone(),
         entity: e.entity.clone(),
         code: e.code.clone(),
-        severity: e.severity.clone(),
+        severity: e.severity,
         detail: e.detail.clone(),
     }));
     out.extend(changes.iter().map(|c| Body::StateChange {
@@ -79,19 +78,22 @@ pub struct Exported {
     pub malformed: Vec<String>,
 }
 
-/// Appends `bodies` (and any new task exits) to the node's export. Does
-/// nothing when `[spool] dir` is unset.
+/// Appends `bodies` (and any new task exits) to the node's export, with the
+/// sequence numbers kept in `store` (the run's node database). Does nothing
+/// when `[spool] dir` is unset.
 pub fn export(
     config: &Config,
+    store: &NodeStore,
     node: &str,
     at: i64,
     bodies: Vec<Body>,
 ) -> Result<Exported, ExportError> {
-    export_rotating(config, node, at, bodies, ROTATION)
+    export_rotating(config, store, node, at, bodies, ROTATION)
 }
 
 fn export_rotating(
     config: &Config,
+    store: &NodeStore,
     node: &str,
     at: i64,
     bodies: Vec<Body>,
@@ -100,8 +102,7 @@ fn export_rotating(
     let Some(dir) = &config.spool.dir else {
         return Ok(Exported::default());
     };
-    let path = config.store.path.as_path();
-    let store = NodeStore::open(path, Duration::from_millis(config.store.lock_wait_ms))?;
+    let path = store.path();
     let conn = store.connection();
     let epoch = format!(
         "{}-{}",
@@ -278,6 +279,29 @@ mod tests {
         config.spool.dir = Some(dir.path().join("spool"));
         std::fs::create_dir_all(dir.path().join("state")).unwrap();
         (dir, config)
+    }
+
+    fn store(config: &Config) -> NodeStore {
+        NodeStore::open(&config.store.path, Duration::from_secs(1)).unwrap()
+    }
+
+    fn export(
+        config: &Config,
+        node: &str,
+        at: i64,
+        bodies: Vec<Body>,
+    ) -> Result<Exported, ExportError> {
+        super::export(config, &store(config), node, at, bodies)
+    }
+
+    fn export_rotating(
+        config: &Config,
+        node: &str,
+        at: i64,
+        bodies: Vec<Body>,
+        rotation: Rotation,
+    ) -> Result<Exported, ExportError> {
+        super::export_rotating(config, &store(config), node, at, bodies, rotation)
     }
 
     #[test]

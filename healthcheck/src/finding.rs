@@ -1,6 +1,8 @@
 //! A finding: what one check concluded about one entity.
 
 use lemonade_config::{Action, Severity};
+use lemonade_spool::Body;
+use lemonade_sql::node::FindingRow;
 use serde::{Deserialize, Serialize};
 
 /// One conclusion of one check about one entity (`gpu3`, `mlx5_2:1`, `/checkpoint`).
@@ -111,4 +113,81 @@ pub fn worst<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> Severity {
         .map(|f| f.severity)
         .max()
         .unwrap_or(Severity::Ok)
+}
+
+/// A finding as the node database keeps it.
+impl From<&Finding> for FindingRow {
+    fn from(f: &Finding) -> FindingRow {
+        FindingRow {
+            check_name: f.check.clone(),
+            entity: f.entity.clone(),
+            pci_bus_id: f.pci_bus_id.clone(),
+            uuid: f.uuid.clone(),
+            code: f.code.clone(),
+            severity: f.severity,
+            expected: f.expected.clone(),
+            actual: f.actual.clone(),
+            action: f.action.as_str().to_string(),
+            message: f.message.clone(),
+        }
+    }
+}
+
+/// A finding of a run about a job (or none), as the spool export carries it.
+pub struct OfJob<'a> {
+    pub finding: &'a Finding,
+    pub job_id: Option<&'a str>,
+}
+
+impl From<OfJob<'_>> for Body {
+    fn from(OfJob { finding: f, job_id }: OfJob<'_>) -> Body {
+        Body::Finding {
+            check: f.check.clone(),
+            entity: f.entity.clone(),
+            code: f.code.clone(),
+            severity: f.severity,
+            message: f.message.clone(),
+            job_id: job_id.map(str::to_string),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finding_keeps_its_fields_as_a_row_and_as_a_spool_record() {
+        let f = Finding::new("gpu-pcie", "gpu3", "PCIE_WIDTH_DEGRADED", Severity::Drain)
+            .pci("0000:9a:00.0")
+            .expected("x16")
+            .actual("x8")
+            .action(Action::Reboot)
+            .message("narrow");
+        let row = FindingRow::from(&f);
+        assert_eq!(
+            (
+                row.severity.as_str(),
+                row.action.as_str(),
+                row.pci_bus_id.as_deref(),
+                row.actual.as_deref()
+            ),
+            ("drain", "reboot", Some("0000:9a:00.0"), Some("x8"))
+        );
+        let body = Body::from(OfJob {
+            finding: &f,
+            job_id: Some("42"),
+        });
+        assert_eq!(
+            body,
+            Body::Finding {
+                check: "gpu-pcie".into(),
+                entity: "gpu3".into(),
+                code: "PCIE_WIDTH_DEGRADED".into(),
+                severity: Severity::Drain,
+                message: "narrow".into(),
+                job_id: Some("42".into()),
+            }
+        );
+    }
 }

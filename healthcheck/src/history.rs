@@ -1,6 +1,7 @@
 //! `healthcheck history`: the runs and findings the node database holds.
 
 use crate::cli::Format;
+use lemonade_config::Severity;
 use lemonade_sql::node::{FindingRow, NodeStore, RunRow};
 use lemonade_sql::node_jobs::{jobs_since, state_changes_since, JobRow, StateChangeRow};
 use lemonade_sql::StoreError;
@@ -48,7 +49,7 @@ struct RunJson {
     trigger: String,
     profile: String,
     job_id: Option<String>,
-    worst: String,
+    worst: Severity,
     exit_code: i32,
 }
 
@@ -57,7 +58,7 @@ struct FindingJson {
     check: String,
     entity: String,
     code: String,
-    severity: String,
+    severity: Severity,
     expected: Option<String>,
     actual: Option<String>,
     action: String,
@@ -68,6 +69,23 @@ fn time(t: i64) -> String {
     chrono::DateTime::from_timestamp(t, 0)
         .map(|d| d.format("%Y-%m-%d %H:%M:%S").to_string())
         .unwrap_or_default()
+}
+
+/// What `history` shows where the node has no database yet: nothing was
+/// recorded, and reading the history creates none.
+pub fn render_no_database(path: &std::path::Path, format: Format) -> String {
+    match format {
+        Format::Json => serde_json::to_string_pretty(&HistoryJson {
+            runs: Vec::new(),
+            jobs: Vec::new(),
+            state_changes: Vec::new(),
+        })
+        .unwrap_or_default(),
+        Format::Human => format!(
+            "no node database at {}: no run has been recorded\n",
+            path.display()
+        ),
+    }
 }
 
 /// Renders runs, jobs and state changes since `since` (unix seconds); ok runs only with `all`.
@@ -84,7 +102,7 @@ pub fn render(
         let findings: Vec<FindingRow> = store
             .findings_of(run.id)?
             .into_iter()
-            .filter(|f| f.severity != "ok")
+            .filter(|f| f.severity != Severity::Ok)
             .collect();
         if all || !findings.is_empty() || run.job_id.is_some() {
             shown.push((run, findings));

@@ -7,12 +7,16 @@
 //! * [`check`]: the [`check::Check`] trait every check implements.
 //! * [`checks`]: the checks themselves, one module each.
 //! * [`engine`]: runs checks in parallel, each under its deadline.
-//! * [`record`]: the run against the node database (state in, findings out).
+//! * [`pipeline`]: one run start to end, for every entry point: store and
+//!   lock once, checks, record, policy, export, report.
+//! * [`record`]: the checks' part of a run (state in, findings out, recorded).
 //! * [`output`]: human table, JSON, Prometheus textfile.
 //! * [`snapshot`]: capture what the checks read, for offline replay.
 //! * [`policy`]: findings to Slurm node state (drain, down, resume).
 //! * [`export`]: the spool export the head node reads.
+//! * [`baseline`]: a node's expectations as config (`healthcheck baseline`).
 
+pub mod baseline;
 pub mod check;
 pub mod checks;
 pub mod cli;
@@ -21,6 +25,7 @@ pub mod export;
 pub mod finding;
 pub mod history;
 pub mod output;
+pub mod pipeline;
 pub mod policy;
 pub mod record;
 pub mod root;

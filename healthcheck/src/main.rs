@@ -3,10 +3,11 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use healthcheck::check::{JobContext, Profile};
-use healthcheck::cli::{parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
-use healthcheck::record::{self, RunOptions, Trigger};
+use healthcheck::cli::{parse_check_words, parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
+use healthcheck::pipeline::{self, session::StoreUse, Request};
+use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
-use healthcheck::{checks, history, output, policy, snapshot};
+use healthcheck::{baseline, checks, history, output, snapshot};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -24,10 +25,17 @@ fn main() -> ExitCode {
     };
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("healthcheck: {e:#}");
-            ExitCode::from(EXIT_UNKNOWN)
-        }
+        Err(e) => match e.downcast_ref::<clap::Error>() {
+            // A check's own usage error (or its --help) reads as clap's.
+            Some(usage) => {
+                let _ = usage.print();
+                ExitCode::from(if usage.use_stderr() { EXIT_UNKNOWN } else { 0 })
+            }
+            None => {
+                eprintln!("healthcheck: {e:#}");
+                ExitCode::from(EXIT_UNKNOWN)
+            }
+        },
     }
 }
 
@@ -36,36 +44,44 @@ fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
         None => run(&global, periodic_args(), Trigger::Periodic),
         Some(Command::Run(args)) => run(&global, args, Trigger::Manual),
-        Some(Command::Check(argv)) => {
+        Some(Command::Check(words)) => {
             // `healthcheck xid --format json` is `healthcheck run --checks xid --format json`.
-            let mut words = vec!["run".to_string(), "--checks".to_string()];
-            words.extend(argv);
-            let args = RunArgs::from_run_words(&words)?;
+            let (global, args) = parse_check_words(&words, &global)?;
             run(&global, args, Trigger::Manual)
         }
         Some(Command::List) => list(&global),
+        Some(Command::Baseline { hosts }) => {
+            let root = NodeRoot::new(&global.root);
+            let node = baseline::read(&root)
+                .with_context(|| format!("cannot read the node below {}", global.root.display()))?;
+            print!("{}", node.to_toml(hosts.as_deref()));
+            Ok(0)
+        }
         Some(Command::History(args)) => {
-            let config = load_config(&global).context("cannot read the config")?;
-            let store = lemonade_sql::node::NodeStore::open(
+            let config =
+                load_config(&global, &node_name(&global)?).context("cannot read the config")?;
+            let since = parse_since(&args.since, chrono::Utc::now()).map_err(anyhow::Error::msg)?;
+            // Reading the history creates and changes nothing, like `--no-record`.
+            let store = lemonade_sql::node::NodeStore::open_read_only(
                 &config.store.path,
                 std::time::Duration::from_millis(config.store.lock_wait_ms),
             )?;
-            let since = parse_since(&args.since, chrono::Utc::now()).map_err(anyhow::Error::msg)?;
-            print!(
-                "{}",
-                history::render(&store, since.timestamp(), args.all, args.limit, args.format)?
-            );
+            match store {
+                Some(store) => print!(
+                    "{}",
+                    history::render(&store, since.timestamp(), args.all, args.limit, args.format)?
+                ),
+                None => print!(
+                    "{}",
+                    history::render_no_database(&config.store.path, args.format)
+                ),
+            }
             Ok(0)
         }
         Some(Command::Snapshot { out }) => {
-            let config = load_config(&global).context("cannot read the config")?;
-            let report = snapshot::capture(
-                &config,
-                &checks::all(),
-                &global.root,
-                &node_name(&global),
-                &out,
-            )?;
+            let node = node_name(&global)?;
+            let config = load_config(&global, &node).context("cannot read the config")?;
+            let report = snapshot::capture(&config, &checks::all(), &global.root, &node, &out)?;
             eprintln!(
                 "wrote {} ({} findings, worst {})",
                 out.display(),
@@ -91,50 +107,23 @@ fn periodic_args() -> RunArgs {
     }
 }
 
-trait FromRunWords: Sized {
-    fn from_run_words(words: &[String]) -> Result<Self>;
-}
-
-impl FromRunWords for RunArgs {
-    fn from_run_words(words: &[String]) -> Result<Self> {
-        #[derive(clap::Parser)]
-        #[command(name = "healthcheck", no_binary_name = true)]
-        struct Wrapper {
-            #[command(subcommand)]
-            command: Command,
-        }
-        match Wrapper::try_parse_from(words)?.command {
-            Command::Run(args) => Ok(args),
-            _ => unreachable!("the words start with `run`"),
-        }
-    }
-}
-
 fn load_config(
     global: &GlobalArgs,
+    node: &str,
 ) -> Result<lemonade_config::Config, lemonade_config::ConfigError> {
-    lemonade_config::load(&global.config, Some(&node_name(global)))
+    lemonade_config::load(&global.config, Some(node))
 }
 
-fn node_name(global: &GlobalArgs) -> String {
-    global
-        .node
-        .clone()
-        .or_else(|| {
-            std::env::var("SLURMD_NODENAME")
-                .ok()
-                .filter(|n| !n.is_empty())
-        })
-        .unwrap_or_else(|| {
-            let host = nix::unistd::gethostname()
-                .map(|h| h.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            host.split('.').next().unwrap_or("localhost").to_string()
-        })
+/// `--node`, else `$SLURMD_NODENAME`, else the short host name.
+fn node_name(global: &GlobalArgs) -> Result<String> {
+    lemonade_slurm::node_name::of_this_process(global.node.as_deref()).context(
+        "cannot tell which Slurm node this is (no host name): pass --node or set SLURMD_NODENAME",
+    )
 }
 
 fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
-    let mut config = load_config(global);
+    let node = node_name(global)?;
+    let mut config = load_config(global, &node);
     if let (Ok(c), Some(kmsg)) = (config.as_mut(), &args.kmsg_file) {
         c.checks.xid.kmsg_file = kmsg.clone();
     }
@@ -142,53 +131,43 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         Some(t) => chrono::DateTime::from_timestamp(t, 0).context("--now is out of range")?,
         None => chrono::Utc::now(),
     };
-    let opts = RunOptions {
-        node: node_name(global),
-        root: Arc::new(NodeRoot::new(&global.root)),
-        profile: args.profile,
-        only: args.checks.clone(),
-        trigger,
-        job: None::<JobContext>,
-        record: !args.no_record,
-        now,
+    let root = Arc::new(NodeRoot::new(&global.root));
+    let request = Request {
+        store: StoreUse::for_run(!args.no_record, root.is_live(), global.use_store),
+        run: RunOptions {
+            node,
+            root,
+            profile: args.profile,
+            only: args.checks.clone(),
+            trigger,
+            job: None::<JobContext>,
+            now,
+        },
+        apply_policy: args.apply_policy,
+        dry_run: global.dry_run,
+        job_record: None,
     };
-    let report = if args.apply_policy {
-        let applied = policy::entry::run_apply_export(
-            config,
-            &checks::all(),
-            &opts,
-            global.dry_run,
-            Vec::new(),
-        )
-        .map_err(anyhow::Error::msg)?;
-        for line in &applied.policy.messages {
-            eprintln!("{line}");
-        }
-        match &applied.exported {
-            Ok(exported) => exported
-                .malformed
-                .iter()
-                .for_each(|m| eprintln!("healthcheck: {m}")),
-            Err(e) => eprintln!("healthcheck: spool export: {e}"),
-        }
-        applied.report
-    } else {
-        record::execute(config, &checks::all(), &opts).map_err(anyhow::Error::msg)?
-    };
+    let outcome = pipeline::run(config, &checks::all(), &request).map_err(anyhow::Error::msg)?;
+    for line in outcome.stderr_lines() {
+        eprintln!("{line}");
+    }
+    let report = &outcome.report;
     match args.format {
-        Format::Human => print!("{}", output::human(&report)),
-        Format::Json => println!("{}", output::json(&report)),
+        Format::Human => print!("{}", output::human(report)),
+        Format::Json => println!("{}", output::json(report)),
     }
     if let Some(path) = &args.prometheus_textfile {
-        output::write_atomically(path, output::prometheus(&report).as_bytes())
+        lemonade_spool::atomic::write_atomically(path, output::prometheus(report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(report.exit_code as u8)
+    Ok(outcome.exit().code())
 }
 
 fn list(global: &GlobalArgs) -> Result<u8> {
-    let config = load_config(global);
-    let config_ok = config.as_ref().ok().cloned().unwrap_or_default();
+    let config = load_config(global, &node_name(global)?);
+    let mut config_ok = config.as_ref().ok().cloned().unwrap_or_default();
+    // `expected_count = "auto"` shows as the number this node would check.
+    healthcheck::checks::gpu::count::resolve(&mut config_ok, &NodeRoot::new(&global.root));
     if let Err(e) = &config {
         println!("config error (every check would be unknown): {e}\n");
     }

@@ -3,8 +3,6 @@
 
 use crate::record::RunReport;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::Path;
 
 /// Version of the JSON object; bumped when a field changes meaning.
 pub const JSON_VERSION: u32 = 1;
@@ -167,26 +165,4 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
-}
-
-/// Writes `contents` to `path` atomically: node_exporter never sees half a file.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile_in(dir, path)?;
-    tmp.1.write_all(contents)?;
-    tmp.1.sync_all()?;
-    std::fs::rename(&tmp.0, path)
-}
-
-fn tempfile_in(dir: &Path, target: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let file = std::fs::File::create(&tmp)?;
-    Ok((tmp, file))
 }

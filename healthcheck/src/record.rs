@@ -1,26 +1,25 @@
-//! One run against the node database: read the checks' previous state, run
-//! the engine, write the run, its findings, the new state and new events.
-//!
-//! The store never stops the checks: a locked, corrupt or unwritable database
-//! adds an `unknown` finding for `store`, and the run reports as usual.
+//! The checks' part of a run: select the checks, run them with the previous
+//! run's state, and write the run, its findings, the new state and the new
+//! events to the node database. [`crate::pipeline`] calls these in order.
 
-use crate::check::{Check, CheckContext, JobContext, Profile, Shared};
+use crate::check::{Check, CheckContext, Event, JobContext, Profile, Shared};
 use crate::engine::{self, CheckSummary, Job};
 use crate::finding::{worst, Finding};
+use crate::pipeline::exit::ExitStatus;
+use crate::pipeline::session::NodeSession;
 use crate::root::NodeRoot;
 use chrono::{DateTime, Utc};
 use lemonade_config::{Config, ConfigError, Severity};
-use lemonade_sql::lock::RunLock;
-use lemonade_sql::node::{EventRow, FindingRow, NodeStore, RunRecord};
+use lemonade_sql::node::{EventRow, FindingRow, RunRecord};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use crate::pipeline::session::STORE_UNAVAILABLE;
+
 /// Code of every check's finding when the config cannot be read.
 pub const CONFIG_ERROR: &str = "CONFIG_ERROR";
-/// Code of the store's finding when the node database cannot be used.
-pub const STORE_UNAVAILABLE: &str = "STORE_UNAVAILABLE";
 
 /// What started the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -55,8 +54,6 @@ pub struct RunOptions {
     pub only: Option<Vec<String>>,
     pub trigger: Trigger,
     pub job: Option<JobContext>,
-    /// Write the run to the node database.
-    pub record: bool,
     pub now: DateTime<Utc>,
 }
 
@@ -71,7 +68,7 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
     pub worst: Severity,
-    pub exit_code: i32,
+    pub exit_code: ExitStatus,
     pub checks: Vec<CheckSummary>,
     pub findings: Vec<Finding>,
     /// Events recorded for the first time in this run (new XIDs).
@@ -104,211 +101,203 @@ pub fn select<'a>(
     }
 }
 
-/// Runs the selected checks and records the run.
-pub fn execute(
-    config: Result<Config, ConfigError>,
+/// What the checks produced.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub findings: Vec<Finding>,
+    pub checks: Vec<CheckSummary>,
+    /// New state per check, for those that gave one.
+    pub states: Vec<(String, serde_json::Value)>,
+    pub events: Vec<(String, Event)>,
+}
+
+/// Runs the selected checks, each with its state from `previous`. A config
+/// that cannot be read makes every selected check `unknown` instead.
+pub fn run_checks(
+    config: &Result<Config, ConfigError>,
     registry: &[Arc<dyn Check>],
     opts: &RunOptions,
-) -> Result<RunReport, String> {
-    let started = Instant::now();
-    let (config, config_error) = match config {
-        Ok(c) => (c, None),
-        Err(e) => (Config::default(), Some(e)),
-    };
-    let selected = select(registry, &config, opts)?;
-    let mut findings = Vec::new();
-    let mut store_findings = Vec::new();
-
-    // The lock first: two runs at once must not both apply counter deltas.
-    let store_path = config.store.path.clone();
-    let lock = if opts.record {
-        match RunLock::acquire(
-            &store_path,
-            Duration::from_millis(config.store.lock_wait_ms),
-        ) {
-            Ok(lock) => Some(lock),
-            Err(e) => {
-                store_findings.push(store_unknown(
-                    &store_path,
-                    &format!("{e}; this run's counters are not saved"),
-                ));
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let mut store = match NodeStore::open(
-        &store_path,
-        Duration::from_millis(config.store.lock_wait_ms),
-    ) {
-        Ok(store) => Some(store),
-        Err(e) => {
-            if opts.record {
-                store_findings.push(store_unknown(&store_path, &e.to_string()));
-            }
-            None
-        }
-    };
-    let previous: HashMap<String, String> = match store.as_ref().map(|s| s.check_states()) {
-        Some(Ok(states)) => states,
-        Some(Err(e)) => {
-            store_findings.push(store_unknown(&store_path, &e.to_string()));
-            store = None;
-            HashMap::new()
-        }
-        None => HashMap::new(),
-    };
-
-    let mut summaries = Vec::new();
-    let mut states = Vec::new();
-    let mut events = Vec::new();
-    if let Some(e) = &config_error {
-        for check in &selected {
-            findings.push(Finding::unknown(
-                check.name(),
-                "node",
-                CONFIG_ERROR,
-                format!("config error: {e}"),
-            ));
-        }
-    } else {
-        let config = Arc::new(config.clone());
-        let root = Arc::clone(&opts.root);
-        let shared = Arc::new(Shared::default());
-        let job = opts.job.clone().map(Arc::new);
-        let default_deadline = Duration::from_secs_f64(config.engine.check_deadline_s.max(0.001));
-        let jobs = selected
-            .iter()
-            .map(|check| Job {
-                check: Arc::clone(check),
-                context: CheckContext {
-                    root: Arc::clone(&root),
-                    config: Arc::clone(&config),
-                    previous: previous
-                        .get(check.name())
-                        .and_then(|s| serde_json::from_str(s).ok()),
-                    now: opts.now,
-                    profile: opts.profile,
-                    job: job.clone(),
-                    shared: Arc::clone(&shared),
-                },
-                deadline: check.settings(&config).deadline.unwrap_or(default_deadline),
-            })
-            .collect();
-        let run_deadline = Duration::from_secs_f64(config.engine.run_deadline_s.max(0.001))
-            .saturating_sub(started.elapsed());
-        let result = engine::run(jobs, run_deadline);
-        findings.extend(result.findings);
-        summaries = result.checks;
-        states = result.states;
-        events = result.events;
-    }
-
-    let check_worst = worst(&findings);
-    findings.extend(store_findings);
-    let mut report = RunReport {
-        node: opts.node.clone(),
-        started_at: opts.now,
-        duration_ms: 0.0,
-        profile: opts.profile,
-        trigger: opts.trigger,
-        job_id: opts.job.as_ref().map(|j| j.job_id.clone()),
-        worst: worst(&findings),
-        // The checks' own code: a store failure is visible as a finding, not in the exit code.
-        exit_code: check_worst.exit_code(),
-        checks: summaries,
-        findings,
-        new_events: Vec::new(),
-        run_id: None,
-    };
-
-    if let (Some(store), Some(_lock)) = (store.as_mut(), lock.as_ref()) {
-        let event_rows: Vec<EventRow> = events
-            .iter()
-            .map(|(check, e)| EventRow {
-                check_name: check.clone(),
-                entity: e.entity.clone(),
-                code: e.code.clone(),
-                severity: e.severity.as_str().to_string(),
-                occurred_at: e.occurred_at,
-                boot_id: e.boot_id.clone(),
-                seq: e.seq,
-                detail: e.detail.clone(),
-            })
-            .collect();
-        let record = RunRecord {
-            started_at: opts.now.timestamp(),
-            duration_ms: started.elapsed().as_millis() as i64,
-            trigger: opts.trigger.as_str().to_string(),
-            profile: opts.profile.as_str().to_string(),
-            job_id: report.job_id.clone(),
-            worst: report.worst.as_str().to_string(),
-            exit_code: report.exit_code,
-            findings: report.findings.iter().map(finding_row).collect(),
-            states: states
+    previous: &HashMap<String, String>,
+    started: Instant,
+) -> Result<Checked, String> {
+    let fallback = Config::default();
+    let selected = select(registry, config.as_ref().unwrap_or(&fallback), opts)?;
+    Ok(match config {
+        Err(e) => Checked {
+            findings: selected
                 .iter()
-                .map(|(name, v)| (name.clone(), v.to_string()))
+                .map(|check| {
+                    Finding::unknown(
+                        check.name(),
+                        "node",
+                        CONFIG_ERROR,
+                        format!("config error: {e}"),
+                    )
+                })
                 .collect(),
-            events: event_rows.clone(),
-        };
-        match store.record_run(&record) {
-            Ok((run_id, new)) => {
-                report.run_id = Some(run_id);
-                report.new_events = event_rows
-                    .into_iter()
-                    .zip(new)
-                    .filter(|(_, new)| *new)
-                    .map(|(e, _)| e)
-                    .collect();
-                let horizon =
-                    opts.now.timestamp() - i64::from(config.store.retention_days) * 86_400;
-                if let Err(e) = store.prune(horizon) {
-                    report.findings.push(store_unknown(
-                        &store_path,
-                        &format!("pruning old runs: {e}"),
+            ..Checked::default()
+        },
+        Ok(config) => run_engine(config, &selected, opts, previous, started),
+    })
+}
+
+fn run_engine(
+    config: &Config,
+    selected: &[&Arc<dyn Check>],
+    opts: &RunOptions,
+    previous: &HashMap<String, String>,
+    started: Instant,
+) -> Checked {
+    let mut config = config.clone();
+    // `expected_count = "auto"` is counted once, so every GPU check sees one number.
+    crate::checks::gpu::count::resolve(&mut config, &opts.root);
+    let config = Arc::new(config);
+    let shared = Arc::new(Shared::default());
+    let job = opts.job.clone().map(Arc::new);
+    let default_deadline = Duration::from_secs_f64(config.engine.check_deadline_s.max(0.001));
+    let jobs = selected
+        .iter()
+        .map(|check| Job {
+            check: Arc::clone(check),
+            context: CheckContext {
+                root: Arc::clone(&opts.root),
+                config: Arc::clone(&config),
+                previous: previous
+                    .get(check.name())
+                    .and_then(|s| serde_json::from_str(s).ok()),
+                now: opts.now,
+                profile: opts.profile,
+                job: job.clone(),
+                shared: Arc::clone(&shared),
+            },
+            deadline: check.settings(&config).deadline.unwrap_or(default_deadline),
+        })
+        .collect();
+    let run_deadline = Duration::from_secs_f64(config.engine.run_deadline_s.max(0.001))
+        .saturating_sub(started.elapsed());
+    let result = engine::run(jobs, run_deadline);
+    Checked {
+        findings: result.findings,
+        checks: result.checks,
+        states: result.states,
+        events: result.events,
+    }
+}
+
+impl RunReport {
+    /// The report of the checks' part of a run: their findings, then those
+    /// about the store. The exit status is the checks' own: a store failure
+    /// is visible as a finding, not in the exit code.
+    pub fn of_checks(opts: &RunOptions, checked: &Checked, store: Vec<Finding>) -> RunReport {
+        let exit_code = ExitStatus::of(worst(&checked.findings));
+        let mut findings = checked.findings.clone();
+        findings.extend(store);
+        RunReport {
+            node: opts.node.clone(),
+            started_at: opts.now,
+            duration_ms: 0.0,
+            profile: opts.profile,
+            trigger: opts.trigger,
+            job_id: opts.job.as_ref().map(|j| j.job_id.clone()),
+            worst: worst(&findings),
+            exit_code,
+            checks: checked.checks.clone(),
+            findings,
+            new_events: Vec::new(),
+            run_id: None,
+        }
+    }
+}
+
+/// What recording a run wrote.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub run_id: Option<i64>,
+    /// The run's events that the store had not seen before.
+    pub new_events: Vec<EventRow>,
+    /// Why something could not be written, as `unknown` findings of `store`.
+    pub problems: Vec<Finding>,
+}
+
+/// Writes the run, its findings, the checks' new state and their events,
+/// and prunes what is older than the retention. Needs the run lock: without
+/// it nothing is written (the lock's absence is already a finding).
+pub fn record(
+    session: &mut NodeSession,
+    report: &RunReport,
+    checked: &Checked,
+    duration: Duration,
+    retention_days: u32,
+) -> Recorded {
+    let path = session.path().to_path_buf();
+    let Some(store) = session.for_counters() else {
+        return Recorded::default();
+    };
+    let events: Vec<EventRow> = checked.events.iter().map(event_row).collect();
+    let row = run_record(report, checked, duration, events.clone());
+    let mut recorded = Recorded::default();
+    match store.record_run(&row) {
+        Ok((run_id, new)) => {
+            recorded.run_id = Some(run_id);
+            recorded.new_events = events
+                .into_iter()
+                .zip(new)
+                .filter_map(|(e, new)| new.then_some(e))
+                .collect();
+            let horizon = report.started_at.timestamp() - i64::from(retention_days) * 86_400;
+            if let Err(e) = store.prune(horizon) {
+                recorded
+                    .problems
+                    .push(crate::pipeline::session::store_unknown(
+                        &path,
+                        format!("pruning old runs: {e}"),
                     ));
-                }
             }
-            Err(e) => report
-                .findings
-                .push(store_unknown(&store_path, &e.to_string())),
         }
+        Err(e) => recorded
+            .problems
+            .push(crate::pipeline::session::store_unknown(
+                &path,
+                e.to_string(),
+            )),
     }
-    if opts.record {
-        let path = config.store.status_path();
-        if let Err(e) = crate::status_file::write(&path, check_worst, opts.now) {
-            report
-                .findings
-                .push(store_unknown(&path, &format!("status file: {e}")));
-        }
-    }
-    report.worst = worst(&report.findings);
-    report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(report)
+    recorded
 }
 
-fn store_unknown(path: &std::path::Path, message: &str) -> Finding {
-    Finding::unknown(
-        "store",
-        path.display().to_string(),
-        STORE_UNAVAILABLE,
-        message.to_string(),
-    )
+fn run_record(
+    report: &RunReport,
+    checked: &Checked,
+    duration: Duration,
+    events: Vec<EventRow>,
+) -> RunRecord {
+    RunRecord {
+        started_at: report.started_at.timestamp(),
+        duration_ms: duration.as_millis() as i64,
+        trigger: report.trigger.as_str().to_string(),
+        profile: report.profile.as_str().to_string(),
+        job_id: report.job_id.clone(),
+        worst: report.worst,
+        exit_code: i32::from(report.exit_code.code()),
+        findings: report.findings.iter().map(FindingRow::from).collect(),
+        states: checked
+            .states
+            .iter()
+            .map(|(name, v)| (name.clone(), v.to_string()))
+            .collect(),
+        events,
+    }
 }
 
-/// A finding as the store keeps it.
-pub fn finding_row(f: &Finding) -> FindingRow {
-    FindingRow {
-        check_name: f.check.clone(),
-        entity: f.entity.clone(),
-        pci_bus_id: f.pci_bus_id.clone(),
-        uuid: f.uuid.clone(),
-        code: f.code.clone(),
-        severity: f.severity.as_str().to_string(),
-        expected: f.expected.clone(),
-        actual: f.actual.clone(),
-        action: f.action.as_str().to_string(),
-        message: f.message.clone(),
+/// An event as the store keeps it.
+fn event_row((check, e): &(String, Event)) -> EventRow {
+    EventRow {
+        check_name: check.clone(),
+        entity: e.entity.clone(),
+        code: e.code.clone(),
+        severity: e.severity,
+        occurred_at: e.occurred_at,
+        boot_id: e.boot_id.clone(),
+        seq: e.seq,
+        detail: e.detail.clone(),
     }
 }

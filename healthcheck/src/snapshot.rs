@@ -6,6 +6,7 @@
 //! readings), and `lemonade-snapshot.json` describing the capture.
 
 use crate::check::{Check, CheckContext, Profile, Shared};
+use crate::pipeline::{self, session::StoreUse};
 use crate::record::{self, RunOptions, RunReport, Trigger};
 use crate::root::NodeRoot;
 use lemonade_config::Config;
@@ -54,11 +55,19 @@ pub fn capture(
         only: None,
         trigger: Trigger::Manual,
         job: None,
-        record: false,
         now: chrono::Utc::now(),
     };
-    let report =
-        record::execute(Ok(config.clone()), registry, &opts).map_err(SnapshotError::Run)?;
+    // From no previous state, as its replay will run: every XID in the log counts.
+    let request = pipeline::Request {
+        run: opts.clone(),
+        store: StoreUse::Ignore,
+        apply_policy: false,
+        dry_run: true,
+        job_record: None,
+    };
+    let report = pipeline::run(Ok(config.clone()), registry, &request)
+        .map_err(SnapshotError::Run)?
+        .report;
 
     let mut files: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
     for path in root.recorded() {

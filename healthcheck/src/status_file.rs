@@ -5,6 +5,8 @@
 
 use chrono::{DateTime, Utc};
 use lemonade_config::Severity;
+use lemonade_spool::atomic::{self, Durability};
+use std::io::Write;
 use std::path::Path;
 
 /// Replaces the status file by a rename: readers never see half a line. No
@@ -13,9 +15,8 @@ use std::path::Path;
 pub fn write(path: &Path, worst: Severity, at: DateTime<Utc>) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".status.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, format!("{} {}\n", worst.as_str(), at.timestamp()))?;
-    std::fs::rename(&tmp, path)
+    let line = format!("{} {}\n", worst.as_str(), at.timestamp());
+    atomic::replace_with(path, Durability::Unsynced, |f| f.write_all(line.as_bytes()))
 }
 
 #[cfg(test)]

@@ -678,10 +678,12 @@ fn snapshot(node: &Node, scenario: &Path, dir: &Path) -> PathBuf {
 
 /// Config that leaves only the GPU checks enabled (a snapshot runs every enabled check).
 fn gpu_checks_only(extra: &str) -> String {
-    let others: String = ["xid", "pcie", "ib", "mounts"]
-        .iter()
-        .map(|c| format!("[checks.{c}]\nenabled = false\n"))
-        .collect();
+    let others: String = [
+        "xid", "pcie", "ib", "mounts", "memory", "cpus", "block", "services", "firmware",
+    ]
+    .iter()
+    .map(|c| format!("[checks.{c}]\nenabled = false\n"))
+    .collect();
     format!("{extra}\n{others}")
 }
 
@@ -696,4 +698,84 @@ fn a_snapshot_of_a_wedged_driver_ends_and_replays_as_a_hang() {
     assert!(text.contains("\"block\": \"nvmlInit_v2\""), "{text}");
     let replay = node.run_at(&captured, "gpu", T0);
     replay.assert_fault("CHECK_TIMEOUT", Severity::Unknown, "node");
+}
+
+/// A node config that says nothing about the GPU count: the store and the
+/// NVML library (`library`) only.
+fn config_without_a_count(dir: &Path, library: &Path) -> PathBuf {
+    let config = dir.join("lemonade.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\npath = \"{}\"\n[checks.gpu]\nlibrary_path = \"{}\"\n",
+            dir.join("node.db").display(),
+            library.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+fn run_on_fixture(config: &Path, root: &Path, scenario: &str) -> Report {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_healthcheck"));
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--root")
+        .arg(root)
+        .args(["run", "--no-record", "--format", "json", "--checks", "gpu"])
+        .env(fake_nvml::SCENARIO_ENV, fake_nvml::scenario(scenario));
+    run(cmd)
+}
+
+#[test]
+fn without_a_count_nvml_must_see_every_gpu_on_the_pci_bus() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_without_a_count(dir.path(), &fake_nvml::library());
+    // The fixture's PCI bus has 8 NVIDIA 3D controllers.
+    let node = lemonade_tests::fixture::node("healthy");
+    let healthy = run_on_fixture(&config, node.root(), "h100-healthy");
+    assert!(healthy.faults().is_empty(), "{:?}", healthy.faults());
+    assert_eq!(healthy.findings.len(), 8, "one ok finding per GPU");
+    let low = run_on_fixture(&config, node.root(), "gpu-count-low");
+    let faults: Vec<_> = low
+        .faults()
+        .iter()
+        .map(|f| (f.code.as_str(), f.expected.as_deref(), f.actual.as_deref()))
+        .collect();
+    assert_eq!(faults, [("GPU_COUNT_LOW", Some("8"), Some("7"))]);
+}
+
+#[test]
+fn a_gpu_node_without_config_and_without_a_driver_is_not_healthy() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_without_a_count(dir.path(), &dir.path().join("missing/libnvidia-ml.so.1"));
+    let node = lemonade_tests::fixture::node("healthy");
+    let report = run_on_fixture(&config, node.root(), "h100-healthy");
+    let faults: Vec<_> = report
+        .faults()
+        .iter()
+        .map(|f| (f.code.as_str(), f.severity))
+        .collect();
+    assert_eq!(faults, [("GPU_DRIVER_MISSING", Severity::Down)]);
+    // A node whose PCI bus has no NVIDIA GPU is a CPU node: nothing to check.
+    let cpu = tempfile::tempdir().unwrap();
+    let report = run_on_fixture(&config, cpu.path(), "h100-healthy");
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+#[test]
+fn healthcheck_list_shows_the_resolved_gpu_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_without_a_count(dir.path(), &fake_nvml::library());
+    let node = lemonade_tests::fixture::node("healthy");
+    let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--root")
+        .arg(node.root())
+        .arg("list")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"expected_count\":8"), "{text}");
 }

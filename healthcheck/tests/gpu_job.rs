@@ -17,7 +17,7 @@ fn stray_processes_count_only_on_the_jobs_gpus() {
         fake_nvml::scenario("stray-processes"),
     );
     let mut config = Config::default();
-    config.checks.gpu.expected_count = 8;
+    config.checks.gpu.expected_count = lemonade_config::GpuCount::Exactly(8);
     config.checks.gpu.library_path = fake_nvml::library();
     let config = Arc::new(config);
     let shared = Arc::new(Shared::default());

@@ -325,6 +325,7 @@ impl Setup {
             .arg(&self.config)
             .arg("--root")
             .arg(root)
+            .arg("--use-store")
             .arg("--node")
             .arg("xidtest");
         cmd

@@ -1,9 +1,10 @@
 //! Acting on lemons: drain new ones, with every safety of the design.
 //!
 //! * Only nodes in service are drained; the state of all nodes comes from one
-//!   `sinfo -h -N -o '%N|%T|%E'` call. A node that is down, drained, draining,
-//!   in maintenance, rebooting, powered off, or carries any reason at all
-//!   (an administrator's words included) is left alone.
+//!   `sinfo` call ([`lemonade_slurm::sinfo`]). A node that is down, drained,
+//!   draining, in maintenance, rebooting, powered off, in a state we do not
+//!   know, or carries any reason at all (an administrator's words included)
+//!   is left alone.
 //! * Nothing is ever resumed.
 //! * A circuit breaker caps drains per run at `max_drain_fraction` of the
 //!   fleet (rounded up) and at `max_drains_per_run`; past the cap the worst
@@ -15,63 +16,9 @@ use crate::db::{self, NodeIds};
 use crate::decide::{self, Scores, Verdict};
 use crate::error::{LemonError, Result};
 use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::sinfo;
 use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
-use std::collections::HashMap;
-
-/// A node's current state as sinfo shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NodeState {
-    pub state: String,
-    pub reason: String,
-}
-
-/// Parses `sinfo -h -N -o '%N|%T|%E'`; a node listed once per partition is kept once.
-pub fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
-    let mut map = HashMap::new();
-    for line in text.lines() {
-        let mut f = line.splitn(3, '|');
-        let (Some(node), Some(state)) = (f.next(), f.next()) else {
-            continue;
-        };
-        let node = node.trim();
-        if node.is_empty() {
-            continue;
-        }
-        let reason = f.next().unwrap_or("").trim();
-        let reason = if reason == "none" || reason == "(null)" {
-            ""
-        } else {
-            reason
-        };
-        map.insert(
-            node.to_string(),
-            NodeState {
-                state: state.trim().to_string(),
-                reason: reason.to_string(),
-            },
-        );
-    }
-    map
-}
-
-/// True unless the node is plainly in service with no reason set.
-pub fn out_of_service(s: &NodeState) -> bool {
-    let st = s.state.to_ascii_lowercase();
-    let flags_off = st.ends_with('*')
-        || st.ends_with('~')
-        || st.ends_with('#')
-        || st.ends_with('%')
-        || st.ends_with('!')
-        || st.ends_with('@')
-        || st.ends_with('^')
-        || st.ends_with('$');
-    let words = [
-        "drain", "down", "fail", "maint", "reboot", "power", "future", "unknown", "reserved",
-        "planned", "inval", "boot",
-    ];
-    flags_off || words.iter().any(|w| st.contains(w)) || !s.reason.is_empty()
-}
 
 /// What was done about one flagged node.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -180,14 +127,12 @@ pub fn act(
     }
     let active = db::active_lemons(conn)?;
     let ids = NodeIds::load(conn)?;
-    let sinfo = p
-        .slurm
-        .run("sinfo", &["-h", "-N", "-o", "%N|%T|%E"])
+    let states = sinfo::all_nodes(p.slurm)
         .map_err(|source| LemonError::Slurm {
             what: "sinfo".into(),
             source,
-        })?;
-    let states = parse_sinfo(&sinfo.stdout);
+        })?
+        .nodes;
     report.breaker_cap = breaker_cap(states.len(), p.max_drain_fraction, p.max_drains_per_run);
     let mut drained = 0usize;
     for v in flagged {
@@ -211,7 +156,7 @@ pub fn act(
         let id = ids.get(node);
         if let Some(at) = id.and_then(|id| active.get(&id)) {
             out.detail = format!("drained by lemon at {}", db::fmt_time(*at));
-        } else if let Some(state) = states.get(node).filter(|s| out_of_service(s)) {
+        } else if let Some(state) = states.get(node).filter(|s| !s.in_service()) {
             out.action = Action::SkippedOutOfService;
             out.detail = format!("state {}, reason `{}`", state.state, state.reason);
         } else if !states.contains_key(node) {
@@ -304,26 +249,6 @@ pub fn release(conn: &Connection, node: &str, note: &str, now: i64) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sinfo_states_and_reasons() {
-        let m = parse_sinfo(
-            "n1|idle|none\nn2|drained|bad fan\nn3|mixed|\nn1|idle|none\nn4|down*|Not responding\n",
-        );
-        assert_eq!(m.len(), 4);
-        assert!(!out_of_service(&m["n1"]));
-        assert!(out_of_service(&m["n2"]));
-        assert!(!out_of_service(&m["n3"]));
-        assert!(out_of_service(&m["n4"]));
-        assert!(out_of_service(&NodeState {
-            state: "idle".into(),
-            reason: "admin says wait".into()
-        }));
-        assert!(out_of_service(&NodeState {
-            state: "idle~".into(),
-            reason: String::new()
-        }));
-    }
 
     #[test]
     fn breaker_rounds_up_and_respects_the_absolute_cap() {

@@ -44,11 +44,7 @@ impl Ctx {
     fn new(cli: &Cli) -> Result<Ctx> {
         let cfg = lemonade_config::load(&cli.global.config, None)
             .map_err(|e| LemonError::Usage(format!("config: {e}")))?;
-        let slurm = SlurmCommands::new(
-            cfg.slurm.bin_dir.clone(),
-            cfg.slurm.conf.clone(),
-            Duration::from_secs_f64(cfg.slurm.command_timeout_s.max(0.1)),
-        );
+        let slurm = cfg.slurm.commands();
         Ok(Ctx {
             db_path: cli
                 .global
@@ -301,6 +297,7 @@ fn ingest_ctx<'a>(cfg: &Config, slurm: &'a SlurmCommands, now: i64) -> IngestCon
         now,
         window_days: cfg.lemon.window_days,
         sacct_window_hours: cfg.lemon.sacct_window_hours,
+        time_zone: cfg.lemon.time_zone.clone(),
     }
 }
 

@@ -61,9 +61,15 @@ pub enum Command {
 /// Where history comes from. Without any file option, from Slurm itself.
 #[derive(Debug, Args, Clone, Default)]
 pub struct SourceArgs {
-    /// Read jobs in sacct format (`-P`, the fixed field list) from a file, or `-` for stdin, instead of running sacct.
+    /// Read jobs from `sacct -P` output in a file, or `-` for stdin, instead of running sacct.
+    /// A header line maps fields by name (any order, any extra fields); without one, the
+    /// fixed list JobIDRaw,JobID,NodeList,NNodes,State,ExitCode,DerivedExitCode,Submit,Start,End,ElapsedRaw,Partition,User,AllocTRES.
     #[arg(long, value_name = "FILE")]
     pub sacct_file: Option<PathBuf>,
+    /// The time zone of ISO times in the files (sacct prints local time): an IANA name
+    /// (Europe/Berlin), `local`, or +HH:MM. Default: `[lemon] time_zone`, else the local zone.
+    #[arg(long, value_name = "ZONE")]
+    pub time_zone: Option<String>,
     /// Read node events (`sacctmgr -n -P show event format=NodeName,Start,End,State,Reason,User`) from a file instead of sacctmgr.
     #[arg(long, value_name = "FILE")]
     pub events_file: Option<PathBuf>,

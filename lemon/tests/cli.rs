@@ -33,9 +33,11 @@ impl Cluster {
         let mut sinfo = String::new();
         for name in &truth.node_names {
             if *name == truth.lemons[1] {
-                sinfo.push_str(&format!("{name}|drained|bad fan, ticket 123\n"));
+                sinfo.push_str(&format!(
+                    "{name}|drained|bad fan, ticket 123|root|2026-01-01T00:00:00\n"
+                ));
             } else {
-                sinfo.push_str(&format!("{name}|idle|none\n"));
+                sinfo.push_str(&format!("{name}|idle|none|Unknown|Unknown\n"));
             }
         }
         std::fs::write(p.join("sinfo.txt"), sinfo).unwrap();
@@ -141,7 +143,7 @@ fn run_drains_new_lemons_only_and_leaves_an_administrators_drain_alone() {
     // sacct was asked with epoch output and a bounded window.
     let sacct = read(&c.path("sacct.log"));
     assert!(
-        sacct.starts_with("TF=%s -X -a -D -n -P --noconvert -S "),
+        sacct.starts_with("TF=%s -X -a -D -P --noconvert -S "),
         "{sacct}"
     );
 

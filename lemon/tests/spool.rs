@@ -20,7 +20,7 @@ fn finding(check: &str, severity: &str) -> Body {
         check: check.into(),
         entity: "gpu0".into(),
         code: "X".into(),
-        severity: severity.into(),
+        severity: severity.parse().unwrap(),
         message: "m".into(),
         job_id: None,
     }
@@ -55,7 +55,7 @@ fn xid(code: &str) -> Body {
         check: "xid".into(),
         entity: "gpu1".into(),
         code: code.into(),
-        severity: "down".into(),
+        severity: lemonade_spool::Severity::Down,
         detail: String::new(),
     }
 }

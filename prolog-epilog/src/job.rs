@@ -5,15 +5,11 @@ use crate::env::{parse_exit_code2, SlurmEnv};
 use clap::Parser;
 use healthcheck::check::Profile;
 use healthcheck::checks;
-use healthcheck::policy::entry::run_apply_export;
-use healthcheck::policy::Outcome;
+use healthcheck::pipeline::{self, session::StoreUse, JobRecord, Request};
 use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
 use lemonade_config::spank::{self, Choice, Settings};
 use lemonade_config::Config;
-use lemonade_spool::Body;
-use lemonade_sql::node::NodeStore;
-use lemonade_sql::node_jobs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -42,6 +38,10 @@ pub struct Args {
     /// Print the scontrol commands instead of running them.
     #[arg(long)]
     pub dry_run: bool,
+    /// With `--root` other than `/`: use the configured node database all
+    /// the same (tests, benchmarks); without it a replay records nothing.
+    #[arg(long)]
+    pub use_store: bool,
 }
 
 /// `main` of `lemonade-prolog` / `lemonade-epilog`.
@@ -59,7 +59,13 @@ pub fn main(phase: Phase) -> ExitCode {
         }
     };
     let env = SlurmEnv::from_process();
-    let node = env.node.clone().unwrap_or_else(short_hostname);
+    let host = lemonade_slurm::node_name::host_name();
+    let Some(node) = lemonade_slurm::node_name::resolve(None, env.node.as_deref(), host.as_deref())
+    else {
+        eprintln!("{name}: cannot tell which Slurm node this is (no SLURMD_NODENAME, no host name); no checks");
+        // Ours, not the node's: never fail the job for it.
+        return ExitCode::SUCCESS;
+    };
     let mut config = lemonade_config::load(&args.config, Some(&node));
     let deadline = match (&config, phase) {
         (Ok(c), Phase::Prolog) => c.engine.prolog_deadline_s,
@@ -93,18 +99,6 @@ fn start_watchdog(name: &'static str, deadline: Duration) {
     });
 }
 
-fn short_hostname() -> String {
-    nix::unistd::gethostname()
-        .map(|h| {
-            h.to_string_lossy()
-                .split('.')
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .unwrap_or_default()
-}
-
 fn run(
     phase: Phase,
     args: &Args,
@@ -114,9 +108,8 @@ fn run(
 ) -> u8 {
     let now = chrono::Utc::now();
     let job = env.job();
-    let mut extra = Vec::new();
-    if let (Ok(c), Some(j)) = (&config, &job) {
-        extra.push(record_job(c, phase, env, &j.job_id, now.timestamp()));
+    let job_record = job.as_ref().map(|j| job_record(phase, env, &j.job_id));
+    if let (Ok(c), Some(j), Some(record)) = (&config, &job, &job_record) {
         let marker = c.store.spank_marker_path(&j.job_id);
         if !env.from_spank() && marker.exists() {
             // The SPANK plugin runs this job's checks: running them twice would
@@ -124,7 +117,7 @@ fn run(
             if phase == Phase::Epilog {
                 let _ = std::fs::remove_file(&marker);
             }
-            let _ = healthcheck::export::export(c, node, now.timestamp(), extra);
+            let _ = pipeline::record_job_only(c, node, record, now);
             return 0;
         }
     }
@@ -133,8 +126,8 @@ fn run(
             Some(profile) => profile,
             None => {
                 // The user said `--health-check=off` and the site allowed it.
-                if let (Ok(c), Some(_)) = (&config, &job) {
-                    let _ = healthcheck::export::export(c, node, now.timestamp(), extra);
+                if let (Ok(c), Some(record)) = (&config, &job_record) {
+                    let _ = pipeline::record_job_only(c, node, record, now);
                 }
                 println!(
                     "off {}: no checks (--health-check=off)",
@@ -150,55 +143,44 @@ fn run(
         (false, Phase::Prolog) => Trigger::Prolog,
         (false, Phase::Epilog) => Trigger::Epilog,
     };
-    let opts = RunOptions {
-        node: node.to_string(),
-        root: Arc::new(NodeRoot::new(&args.root)),
-        profile,
-        only: None,
-        trigger,
-        job,
-        record: true,
-        now,
+    let root = Arc::new(NodeRoot::new(&args.root));
+    let request = Request {
+        store: StoreUse::for_run(true, root.is_live(), args.use_store),
+        run: RunOptions {
+            node: node.to_string(),
+            root,
+            profile,
+            only: None,
+            trigger,
+            job,
+            now,
+        },
+        apply_policy: true,
+        dry_run: args.dry_run,
+        job_record,
     };
-    let applied = match run_apply_export(config, &checks::all(), &opts, args.dry_run, extra) {
-        Ok(a) => a,
+    let outcome = match pipeline::run(config, &checks::all(), &request) {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("healthcheck: {e}");
             return 0;
         }
     };
-    for line in &applied.policy.messages {
+    for line in outcome.stderr_lines() {
         eprintln!("{line}");
     }
-    match &applied.exported {
-        Ok(exported) => exported
-            .malformed
-            .iter()
-            .for_each(|m| eprintln!("healthcheck: {m}")),
-        Err(e) => eprintln!("healthcheck: spool export: {e}"),
-    }
-    let took_out = applied
-        .report
-        .findings
-        .iter()
-        .any(|f| f.severity.removes_node())
-        && !applied
-            .policy
-            .changes
-            .iter()
-            .any(|c| c.outcome == Outcome::Breaker);
     println!(
         "{} {}: worst {}, {} findings, {:.0} ms",
-        opts.profile.as_str(),
-        opts.job.as_ref().map_or("-", |j| j.job_id.as_str()),
-        applied.report.worst,
-        applied.report.findings.len(),
-        applied.report.duration_ms
+        profile.as_str(),
+        request.run.job.as_ref().map_or("-", |j| j.job_id.as_str()),
+        outcome.report.worst,
+        outcome.report.findings.len(),
+        outcome.report.duration_ms
     );
     // Only the prolog fails for a bad node: Slurm then requeues the job, and
     // our reason is already on the node. A failing epilog would only add
     // Slurm's `Epilog error` drain on top of ours.
-    u8::from(phase == Phase::Prolog && took_out)
+    u8::from(phase == Phase::Prolog && outcome.took_node_out())
 }
 
 /// The prolog's profile, `None` for `off`.
@@ -252,31 +234,20 @@ fn node_spank_settings(env: &SlurmEnv) -> Option<Settings> {
     })
 }
 
-/// Writes the job's start or end to the node database; returns its export record.
-fn record_job(config: &Config, phase: Phase, env: &SlurmEnv, job_id: &str, at: i64) -> Body {
-    let path = &config.store.path;
-    let store = NodeStore::open(path, Duration::from_millis(config.store.lock_wait_ms));
+/// The job's start (prolog) or end (epilog, with how it ended).
+fn job_record(phase: Phase, env: &SlurmEnv, job_id: &str) -> JobRecord {
     match phase {
-        Phase::Prolog => {
-            if let Ok(s) = &store {
-                let _ =
-                    node_jobs::job_started(s.connection(), path, job_id, env.user.as_deref(), at);
-            }
-            Body::JobStart {
-                job_id: job_id.to_string(),
-                user: env.user.clone(),
-            }
-        }
+        Phase::Prolog => JobRecord::Started {
+            job_id: job_id.to_string(),
+            user: env.user.clone(),
+        },
         Phase::Epilog => {
             let (exit_code, signal) = env
                 .exit_code2
                 .as_deref()
                 .map(parse_exit_code2)
                 .unwrap_or((None, None));
-            if let Ok(s) = &store {
-                let _ = node_jobs::job_ended(s.connection(), path, job_id, at, exit_code, signal);
-            }
-            Body::JobEnd {
+            JobRecord::Ended {
                 job_id: job_id.to_string(),
                 exit_code,
                 signal,

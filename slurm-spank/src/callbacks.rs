@@ -121,7 +121,7 @@ pub unsafe extern "C" fn slurm_spank_init(
             register_option(sp, &settings)?;
         }
         if context == ffi::spank_context_S_CTX_REMOTE {
-            *lock(&STEP) = node_config(&settings, step_node_name(sp)).map(|config| Step {
+            *lock(&STEP) = node_config(&settings, node_name(sp)).map(|config| Step {
                 // Without a spool nothing would ever read them.
                 task_exits: config
                     .spool
@@ -233,33 +233,26 @@ pub(crate) fn node_config(settings: &Settings, node: Option<String>) -> Option<C
     }
 }
 
-/// The Slurm node this slurmstepd serves: several slurmd may share a host,
-/// so the host name is only the last resort.
-unsafe fn step_node_name(sp: spank_t) -> Option<String> {
-    if let Some(name) = std::env::var("SLURMD_NODENAME")
+/// The Slurm node this slurmd or slurmstepd serves, resolved as every
+/// Lemonade binary does ([`lemonade_slurm::node_name`]): `SLURMD_NODENAME`
+/// from our environment or the job's, then the short host name. Several
+/// slurmd may share a host, so the host name is only the last resort.
+pub(crate) unsafe fn node_name(sp: spank_t) -> Option<String> {
+    let slurmd_nodename = std::env::var("SLURMD_NODENAME")
         .ok()
-        .filter(|n| !n.is_empty())
-    {
-        return Some(name);
-    }
-    let mut buf = [0 as c_char; 256];
-    if ffi::spank_getenv(
-        sp,
-        c"SLURMD_NODENAME".as_ptr(),
-        buf.as_mut_ptr(),
-        buf.len() as c_int,
-    ) == ffi::ESPANK_SUCCESS
-    {
-        let name = CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned();
-        if !name.is_empty() {
-            return Some(name);
-        }
-    }
-    let mut host = [0 as c_char; 256];
-    (libc::gethostname(host.as_mut_ptr(), host.len() - 1) == 0).then(|| {
-        let full = CStr::from_ptr(host.as_ptr()).to_string_lossy();
-        full.split('.').next().unwrap_or_default().to_string()
-    })
+        .filter(|n| !n.trim().is_empty())
+        .or_else(|| {
+            let mut buf = [0 as c_char; 256];
+            (ffi::spank_getenv(
+                sp,
+                c"SLURMD_NODENAME".as_ptr(),
+                buf.as_mut_ptr(),
+                buf.len() as c_int,
+            ) == ffi::ESPANK_SUCCESS)
+                .then(|| CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
+        });
+    let host = lemonade_slurm::node_name::host_name();
+    lemonade_slurm::node_name::resolve(None, slurmd_nodename.as_deref(), host.as_deref())
 }
 
 pub(crate) unsafe fn item_u32(

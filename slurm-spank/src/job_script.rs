@@ -9,7 +9,7 @@
 //! slurm.conf get the same checks from the default plugin, which hands the
 //! job's choice to those programs through the job control environment.
 
-use crate::callbacks::{guard, item_u32, node_config, parse_settings, plugin_args};
+use crate::callbacks::{guard, item_u32, node_config, node_name, parse_settings, plugin_args};
 use crate::callbacks::{OPTIONAL_ARGUMENT, OPTION_ARGINFO, OPTION_NAME};
 use crate::exec::{self, Outcome};
 use crate::ffi::{self, spank_t};
@@ -62,9 +62,7 @@ unsafe fn job_script(sp: spank_t, args: &[String], phase: Phase) -> Result<c_int
     };
     let job_id = item_u32(sp, ffi::spank_item_S_JOB_ID, "the job id")?.to_string();
     let choice = job_choice(sp, &settings);
-    let node = std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|n| !n.is_empty());
+    let node = node_name(sp);
     if let Some(config) = node_config(&settings, node) {
         let marker = config.store.spank_marker_path(&job_id);
         match phase {

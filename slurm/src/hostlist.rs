@@ -223,3 +223,58 @@ mod tests {
         assert!(contains("gpu[001-128],login1", "login1").unwrap());
     }
 }
+
+/// Random input: hosts or an error, never a panic.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_text_gives_hosts_or_an_error(text in any::<String>()) {
+            let _ = expand(&text);
+            let _ = contains(&text, "gpu1");
+        }
+
+        #[test]
+        fn bracket_soup_gives_hosts_or_an_error(text in "[a-z0-9\\[\\],-]{0,40}") {
+            if let Ok(hosts) = expand(&text) {
+                prop_assert!(hosts.len() <= MAX_HOSTS);
+            }
+        }
+
+        #[test]
+        fn a_padded_range_expands_to_each_number_once(
+            prefix in "[a-z]{1,6}",
+            start in 0u32..500,
+            len in 1u32..50,
+            width in 1usize..5,
+        ) {
+            let end = start + len - 1;
+            let expr = format!("{prefix}[{start:0width$}-{end:0width$}]");
+            let hosts = expand(&expr).unwrap();
+            let want: Vec<String> = (start..=end).map(|n| format!("{prefix}{n:0width$}")).collect();
+            prop_assert_eq!(&hosts, &want);
+            for h in &want {
+                prop_assert!(contains(&expr, h).unwrap());
+            }
+        }
+
+        #[test]
+        fn good_items_around_a_bad_one_make_the_whole_expression_an_error(
+            good in proptest::collection::vec("[a-z]{1,5}[0-9]{1,3}", 0..5),
+            bad in prop_oneof![Just("n[1-"), Just("n]"), Just("n[3-1]"), Just("n[a-b]")],
+        ) {
+            // A hostlist names a set (config blocks, Slurm's node lists): a part
+            // of it cannot be used alone, so one bad item is an error naming it.
+            let mut items = good.clone();
+            items.push(bad.to_string());
+            let expr = items.join(",");
+            let err = expand(&expr).unwrap_err();
+            prop_assert!(err.to_string().contains(&expr));
+        }
+    }
+}

@@ -3,7 +3,11 @@
 //! * [`hostlist`]: expand and compress Slurm hostlist expressions (`gpu[001-004,010]`).
 //! * [`command`]: Slurm's commands by absolute path, argv only, under a deadline.
 //! * [`reason`]: the reason prefixes we own (`hc:`, `lemon:`) and the 255-byte limit.
+//! * [`sinfo`]: nodes' states and reasons as `sinfo` shows them.
+//! * [`node_name`]: which Slurm node this process runs for.
 
 pub mod command;
 pub mod hostlist;
+pub mod node_name;
 pub mod reason;
+pub mod sinfo;

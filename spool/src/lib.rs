@@ -15,6 +15,9 @@
 //! `write(2)` per record, `O_APPEND`), see [`append_task_exit`], and folded
 //! into the export by the next healthcheck run.
 
+pub mod atomic;
+
+pub use lemonade_config::Severity;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -43,7 +46,8 @@ pub enum Body {
         check: String,
         entity: String,
         code: String,
-        severity: String,
+        /// As its lowercase name, as ever: old exports still read.
+        severity: Severity,
         message: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         job_id: Option<String>,
@@ -53,7 +57,8 @@ pub enum Body {
         check: String,
         entity: String,
         code: String,
-        severity: String,
+        /// As its lowercase name, as ever: old exports still read.
+        severity: Severity,
         detail: String,
     },
     /// The prolog saw a job start on this node.
@@ -140,14 +145,14 @@ pub fn write(dir: &Path, node: &str, new: &[Record], max_bytes: u64) -> Result<(
         total -= lines[first].len() as u64 + 1;
         first += 1;
     }
-    let tmp = dir.join(format!(".{node}.jsonl.{}.tmp", std::process::id()));
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    for line in &lines[first..] {
-        file.write_all(line).map_err(io)?;
-        file.write_all(b"\n").map_err(io)?;
-    }
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)
+    atomic::replace_with(&path, atomic::Durability::Synced, |file| {
+        for line in &lines[first..] {
+            file.write_all(line)?;
+            file.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+    .map_err(io)
 }
 
 /// Reads a node's export. Malformed lines are returned as errors beside the
@@ -297,6 +302,54 @@ mod tests {
     }
 
     #[test]
+    fn severities_are_typed_and_written_as_their_lowercase_names() {
+        // A finding and an event as nodes have always written them.
+        let old = [
+            r#"{"seq":1,"epoch":"e1","node":"node1","at":1700000000,"kind":"finding","check":"mounts","entity":"/checkpoint","code":"MOUNT_MISSING","severity":"drain","message":"gone"}"#,
+            r#"{"seq":2,"epoch":"e1","node":"node1","at":1700000001,"kind":"event","check":"xid","entity":"gpu3","code":"XID_79","severity":"down","detail":"fell off the bus"}"#,
+        ];
+        let records: Vec<Record> = old
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(matches!(
+            records[0].body,
+            Body::Finding {
+                severity: Severity::Drain,
+                ..
+            }
+        ));
+        assert!(matches!(
+            records[1].body,
+            Body::Event {
+                severity: Severity::Down,
+                ..
+            }
+        ));
+        for (record, line) in records.iter().zip(old) {
+            assert_eq!(
+                serde_json::to_string(record).unwrap(),
+                line,
+                "same bytes out"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node1.jsonl");
+        std::fs::write(
+            &path,
+            old[0].replace("\"drain\"", "\"critical\"") + "\n" + old[1] + "\n",
+        )
+        .unwrap();
+        let (records, errors) = read(&path).unwrap();
+        assert_eq!(
+            records.len(),
+            1,
+            "the good record after a bad severity counts"
+        );
+        assert!(errors[0].to_string().contains(":1:"), "{}", errors[0]);
+    }
+
+    #[test]
     fn task_exit_records_carry_milliseconds_and_read_old_exports() {
         let rec = Record {
             seq: 1,
@@ -320,5 +373,72 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(old.body, Body::TaskExit { at_ms: None, .. }));
+    }
+}
+
+/// Random input: records and errors, never a panic, and every good record
+/// around a bad line still counts.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn record(seq: u64, job: &str) -> Record {
+        Record {
+            seq,
+            epoch: "e1".into(),
+            node: "node1".into(),
+            at: 1_700_000_000 + seq as i64,
+            body: Body::JobStart {
+                job_id: job.to_string(),
+                user: None,
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn a_file_of_any_bytes_reads_without_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("node1.jsonl");
+            std::fs::write(&path, &bytes).unwrap();
+            let _ = read(&path);
+        }
+
+        #[test]
+        fn good_records_around_bad_lines_all_count(
+            layout in proptest::collection::vec((any::<bool>(), "[a-z0-9{}\":,]{1,30}"), 0..30),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("node1.jsonl");
+            let mut text = String::new();
+            let mut want = Vec::new();
+            let mut bad_lines = Vec::new();
+            for (i, (good, words)) in layout.iter().enumerate() {
+                if *good {
+                    let r = record(i as u64, words);
+                    text.push_str(&serde_json::to_string(&r).unwrap());
+                    want.push(r);
+                } else {
+                    // Not a record: a torn line, a stray word.
+                    text.push_str(&format!("{{\"seq\":{i},{words}"));
+                    bad_lines.push(i + 1);
+                }
+                text.push('\n');
+            }
+            std::fs::write(&path, text).unwrap();
+            let (records, errors) = read(&path).unwrap();
+            prop_assert_eq!(records, want);
+            let lines: Vec<usize> = errors
+                .iter()
+                .map(|e| match e {
+                    SpoolError::Malformed { line, .. } => *line,
+                    other => panic!("{other}"),
+                })
+                .collect();
+            prop_assert_eq!(lines, bad_lines);
+        }
     }
 }

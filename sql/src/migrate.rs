@@ -28,6 +28,10 @@ const LEMON: &[(&str, &str)] = &[
         "0002_task_exit_ms.sql",
         include_str!("../migrations/lemon/0002_task_exit_ms.sql"),
     ),
+    (
+        "0003_job_name.sql",
+        include_str!("../migrations/lemon/0003_job_name.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {

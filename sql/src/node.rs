@@ -1,7 +1,9 @@
 //! Queries of the node database (`node.db`).
 
 use crate::{open, Schema, StoreError};
-use rusqlite::{params, Connection, OptionalExtension};
+use lemonade_config::Severity;
+use rusqlite::types::Type;
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,7 +17,7 @@ pub struct RunRow {
     pub trigger: String,
     pub profile: String,
     pub job_id: Option<String>,
-    pub worst: String,
+    pub worst: Severity,
     pub exit_code: i32,
 }
 
@@ -27,7 +29,7 @@ pub struct FindingRow {
     pub pci_bus_id: Option<String>,
     pub uuid: Option<String>,
     pub code: String,
-    pub severity: String,
+    pub severity: Severity,
     pub expected: Option<String>,
     pub actual: Option<String>,
     pub action: String,
@@ -40,7 +42,7 @@ pub struct EventRow {
     pub check_name: String,
     pub entity: String,
     pub code: String,
-    pub severity: String,
+    pub severity: Severity,
     pub occurred_at: i64,
     pub boot_id: String,
     pub seq: i64,
@@ -55,12 +57,30 @@ pub struct RunRecord {
     pub trigger: String,
     pub profile: String,
     pub job_id: Option<String>,
-    pub worst: String,
+    pub worst: Severity,
     pub exit_code: i32,
     pub findings: Vec<FindingRow>,
     /// New state per check (JSON text). Checks not listed keep their old state.
     pub states: Vec<(String, String)>,
     pub events: Vec<EventRow>,
+}
+
+/// A severity column, stored as its lowercase name (`ok` ... `down`, the
+/// spelling of the JSON and spool forms). Anything else is an error naming
+/// the column, never a guess.
+fn severity(row: &Row<'_>, column: usize) -> rusqlite::Result<Severity> {
+    let text: String = row.get(column)?;
+    text.parse().map_err(|message: String| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            Type::Text,
+            format!(
+                "column {}: {message}",
+                row.as_ref().column_name(column).unwrap_or("?")
+            )
+            .into(),
+        )
+    })
 }
 
 /// Inserts findings of run `run_id`; shared by [`NodeStore::record_run`] and
@@ -82,7 +102,7 @@ pub(crate) fn insert_findings(
             f.pci_bus_id,
             f.uuid,
             f.code,
-            f.severity,
+            f.severity.as_str(),
             f.expected,
             f.actual,
             f.action,
@@ -104,6 +124,31 @@ impl NodeStore {
             conn: open(path, Schema::Node, busy_timeout)?,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Opens an existing database for reading only: `None` when there is
+    /// none. Creates nothing (no directory, file, WAL switch or migration),
+    /// for runs that must leave the node's database as it is (`--no-record`).
+    pub fn open_read_only(
+        path: &Path,
+        busy_timeout: Duration,
+    ) -> Result<Option<NodeStore>, StoreError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let wrap = |source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags).map_err(wrap)?;
+        conn.busy_timeout(busy_timeout).map_err(wrap)?;
+        Ok(Some(NodeStore {
+            conn,
+            path: path.to_path_buf(),
+        }))
     }
 
     pub fn path(&self) -> &Path {
@@ -153,7 +198,7 @@ impl NodeStore {
                 run.trigger,
                 run.profile,
                 run.job_id,
-                run.worst,
+                run.worst.as_str(),
                 run.exit_code
             ],
         )
@@ -187,7 +232,7 @@ impl NodeStore {
                         e.check_name,
                         e.entity,
                         e.code,
-                        e.severity,
+                        e.severity.as_str(),
                         e.occurred_at,
                         e.boot_id,
                         e.seq,
@@ -233,7 +278,7 @@ impl NodeStore {
                     trigger: r.get(3)?,
                     profile: r.get(4)?,
                     job_id: r.get(5)?,
-                    worst: r.get(6)?,
+                    worst: severity(r, 6)?,
                     exit_code: r.get(7)?,
                 })
             })
@@ -258,7 +303,7 @@ impl NodeStore {
                     pci_bus_id: r.get(2)?,
                     uuid: r.get(3)?,
                     code: r.get(4)?,
-                    severity: r.get(5)?,
+                    severity: severity(r, 5)?,
                     expected: r.get(6)?,
                     actual: r.get(7)?,
                     action: r.get(8)?,
@@ -284,7 +329,7 @@ impl NodeStore {
                     check_name: r.get(0)?,
                     entity: r.get(1)?,
                     code: r.get(2)?,
-                    severity: r.get(3)?,
+                    severity: severity(r, 3)?,
                     occurred_at: r.get(4)?,
                     boot_id: r.get(5)?,
                     seq: r.get(6)?,
@@ -323,7 +368,7 @@ mod tests {
             duration_ms: 3,
             trigger: "manual".into(),
             profile: "full".into(),
-            worst: "ok".into(),
+            worst: Severity::Ok,
             findings: vec![FindingRow {
                 check_name: "xid".into(),
                 code: "OK".into(),
@@ -359,12 +404,79 @@ mod tests {
     }
 
     #[test]
+    fn severities_are_stored_by_name_and_read_back_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store =
+            NodeStore::open(&dir.path().join("node.db"), Duration::from_millis(100)).unwrap();
+        let mut record = run(100, vec![]);
+        record.worst = Severity::Drain;
+        record.findings[0].severity = Severity::Drain;
+        record.events = vec![EventRow {
+            check_name: "xid".into(),
+            code: "XID_79".into(),
+            severity: Severity::Down,
+            ..Default::default()
+        }];
+        let (run_id, _) = store.record_run(&record).unwrap();
+        let stored: (String, String) = store
+            .connection()
+            .query_row(
+                "SELECT r.worst, f.severity FROM runs r JOIN findings f ON f.run_id = r.id",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(stored, ("drain".to_string(), "drain".to_string()));
+        assert_eq!(store.last_run().unwrap().unwrap().worst, Severity::Drain);
+        assert_eq!(
+            store.findings_of(run_id).unwrap()[0].severity,
+            Severity::Drain
+        );
+        assert_eq!(store.events_since(0).unwrap()[0].severity, Severity::Down);
+    }
+
+    #[test]
+    fn a_stored_severity_we_do_not_know_is_an_error_naming_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store =
+            NodeStore::open(&dir.path().join("node.db"), Duration::from_millis(100)).unwrap();
+        let (run_id, _) = store.record_run(&run(100, vec![])).unwrap();
+        store
+            .connection()
+            .execute("UPDATE findings SET severity = 'critical'", [])
+            .unwrap();
+        let err = store.findings_of(run_id).unwrap_err().to_string();
+        assert!(
+            err.contains("severity") && err.contains("critical"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn reopening_keeps_the_schema() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("node.db");
         drop(NodeStore::open(&path, Duration::from_millis(100)).unwrap());
         let store = NodeStore::open(&path, Duration::from_millis(100)).unwrap();
         assert!(store.last_run().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_read_only_open_creates_nothing_and_reads_what_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/node.db");
+        let none = NodeStore::open_read_only(&path, Duration::from_millis(100)).unwrap();
+        assert!(none.is_none());
+        assert!(!dir.path().join("state").exists(), "no directory made");
+        NodeStore::open(&path, Duration::from_millis(100))
+            .unwrap()
+            .record_run(&run(100, vec![]))
+            .unwrap();
+        let store = NodeStore::open_read_only(&path, Duration::from_millis(100))
+            .unwrap()
+            .expect("the database");
+        assert_eq!(store.check_states().unwrap()["xid"], "{\"seq\":4}");
+        assert!(store.connection().execute("DELETE FROM runs", []).is_err());
     }
 
     #[test]

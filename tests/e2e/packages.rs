@@ -7,6 +7,7 @@
 //! current build itself (`packaging/build-debs --no-build`).
 
 use lemonade_tests::cluster::{Cluster, ClusterOptions};
+use lemonade_tests::slurm_root::SlurmRoot;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -69,11 +70,23 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
     let node = deb(&dir, "lemonade-node");
     let head = deb(&dir, "lemonade-head");
 
-    // Dependencies: Slurm of the series the plugin was built for, and libc.
+    // Dependencies: Slurm of the series the plugin was built for (the
+    // series the end-to-end tests run: LEMONADE_SLURM_SERIES or the host's),
+    // and libc.
+    let series_root = SlurmRoot::from_env();
+    let series = series_root
+        .as_ref()
+        .map(|r| r.series().to_string())
+        .unwrap_or_else(|| host_series_of_debs(&node));
     let depends = field(&node, "Depends");
     assert!(
-        depends.contains("slurmd (>= ") && depends.contains("slurmd (<< "),
+        depends.contains(&format!("slurmd (>= {series})")) && depends.contains("slurmd (<< "),
         "{depends}"
+    );
+    assert!(
+        field(&node, "Version").ends_with(&format!("+slurm{series}")),
+        "{}",
+        field(&node, "Version")
     );
     assert!(depends.contains("libc6"), "{depends}");
     assert!(field(&head, "Depends").contains("slurm-client"));
@@ -134,6 +147,17 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
         plugin_dir.join("lemonade_spank_prolog.so").is_file(),
         "the job-prolog plugin is missing beside lemonade_spank.so"
     );
+    // On another series, the node package is installed for real into that
+    // series' root (the test's own, not the system): dpkg checks its
+    // dependencies against that Slurm, and slurmd loads the plugin from
+    // where the package put it. The host's packages are only unpacked: a
+    // test never installs into the system.
+    let _installed = series_root.as_ref().map(|root| Installed::new(root, &node));
+    let plugin_dir = match &series_root {
+        // The same path as in the unpacked package, inside the series' root.
+        Some(_) => Path::new("/").join(plugin_dir.strip_prefix(root.path()).unwrap()),
+        None => plugin_dir,
+    };
 
     // The plugin, as installed, in a real cluster. `config=` points it at the
     // cluster's config, whose state directories are in the cluster's
@@ -189,6 +213,48 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
     assert!(c.wait_until(Duration::from_secs(30), || {
         c.node_state("node1").is_ok_and(|(s, _)| s == "idle")
     }));
+}
+
+/// The Slurm series a host build of the packages is for: `22.05` from
+/// `0.1.0+slurm22.05`.
+fn host_series_of_debs(node: &Path) -> String {
+    let version = field(node, "Version");
+    let series = version.rsplit_once("+slurm").map(|(_, s)| s.to_string());
+    series.unwrap_or_else(|| panic!("the node package's version {version} names no Slurm series"))
+}
+
+/// The node package installed into a series' root, purged again on drop.
+struct Installed<'a>(&'a SlurmRoot);
+
+impl<'a> Installed<'a> {
+    fn new(root: &'a SlurmRoot, deb: &Path) -> Installed<'a> {
+        let out = root
+            .command(Path::new("/usr/bin/dpkg"))
+            .arg("-i")
+            .arg(deb)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "dpkg -i {} in the Slurm {} root: {}{}",
+            deb.display(),
+            root.series(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Installed(root)
+    }
+}
+
+impl Drop for Installed<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .command(Path::new("/usr/bin/dpkg"))
+            .args(["--purge", "lemonade-node"])
+            .output();
+    }
 }
 
 /// `LEMONADE_NODE_HEALTH LEMONADE_LAST_CHECK` as a task on `node` sees them,

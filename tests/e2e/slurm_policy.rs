@@ -380,6 +380,7 @@ fn healthcheck_on(
         .arg(&config)
         .arg("--root")
         .arg(root.root())
+        .arg("--use-store")
         .args(["--node", node])
         .args(args)
         .env_clear()

@@ -11,7 +11,7 @@
 //! optional overlay) and its own node database. Slurm runs our binaries through
 //! small generated wrapper scripts (`<dir>/bin/`): HealthCheckProgram gets no
 //! arguments and only `SLURMD_NODENAME` in its environment, so the wrapper
-//! adds the config (`LEMONADE_CONFIG`), the node's root (`--root`) and the
+//! adds the config (`LEMONADE_CONFIG`), the node's root (`--root`, with `--use-store`: each simulated node keeps its own database) and the
 //! node's extra environment (a fake-NVML scenario), then `exec`s the binary.
 //! The config itself picks each node's database with `[[node]]` overrides.
 //!
@@ -671,7 +671,7 @@ impl Cluster {
             }
             s.push_str("esac\n");
             s.push_str(&format!(
-                "exec '{}' --root '{}'/\"$SLURMD_NODENAME\" \"$@\"\n",
+                "exec '{}' --root '{}'/\"$SLURMD_NODENAME\" --use-store \"$@\"\n",
                 options.bin_dir.join(binary).display(),
                 self.dir.join("nodes").display()
             ));

@@ -46,7 +46,8 @@ fn main() {
             .arg("--config")
             .arg(&config_path)
             .arg("--root")
-            .arg(node.root());
+            .arg(node.root())
+            .arg("--use-store");
         cmd
     });
     let check = Command::new(&prolog)
@@ -61,6 +62,7 @@ fn main() {
         .arg(&config_path)
         .arg("--root")
         .arg(node.root())
+        .arg("--use-store")
         .output()
         .expect("run the prolog");
     println!(

@@ -202,3 +202,44 @@ mod tests {
         assert!(e.contains("nest deeper"), "{e}");
     }
 }
+
+/// Random input: our line, none, or an error, never a panic.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A slurm.conf and a plugstack.conf with `lines` in a fresh directory.
+    fn node(lines: &[String]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("slurm.conf");
+        std::fs::write(&conf, "ClusterName=x\n").unwrap();
+        std::fs::write(dir.path().join("plugstack.conf"), lines.join("\n")).unwrap();
+        (dir, conf)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_plugstack_text_reads_without_a_panic(text in any::<String>()) {
+            let (_dir, conf) = node(&[text]);
+            let _ = plugin_args(&conf);
+        }
+
+        #[test]
+        fn our_line_is_found_among_any_others(
+            before in proptest::collection::vec("[a-z =/.#_-]{0,30}", 0..10),
+            after in proptest::collection::vec("[a-z =/.#_-]{0,30}", 0..10),
+            args in proptest::collection::vec("[a-z_]{1,8}=[a-z0-9]{1,5}", 0..4),
+        ) {
+            let other = |l: &String| !l.trim_start().starts_with("include") && !l.contains("lemonade");
+            prop_assume!(before.iter().all(other) && after.iter().all(other));
+            let mut lines = before.clone();
+            lines.push(format!("required /usr/lib/slurm/lemonade_spank.so {}", args.join(" ")));
+            lines.extend(after.iter().cloned());
+            let (_dir, conf) = node(&lines);
+            prop_assert_eq!(plugin_args(&conf).unwrap(), Some(args));
+        }
+    }
+}

@@ -40,6 +40,11 @@ impl Recent {
         sum as f64 * 3600.0 / window_s.max(1) as f64
     }
 
+    /// Growth inside the window, per second.
+    pub fn per_second(&self, window_s: u64) -> f64 {
+        self.per_hour(window_s) / 3600.0
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

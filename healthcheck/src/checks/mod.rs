@@ -3,11 +3,16 @@
 use crate::check::Check;
 use std::sync::Arc;
 
+pub mod block;
 mod counters;
+pub mod cpus;
+pub mod firmware;
 pub mod gpu;
 pub mod ib;
+pub mod memory;
 pub mod mounts;
 pub mod pcie;
+pub mod services;
 pub mod xid;
 
 /// Every check, in the order runs report them.
@@ -17,6 +22,11 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(pcie::Pcie),
         Arc::new(ib::Ib),
         Arc::new(mounts::Mounts),
+        Arc::new(memory::Memory),
+        Arc::new(cpus::Cpus),
+        Arc::new(block::Block),
+        Arc::new(services::Services),
+        Arc::new(firmware::Firmware),
     ];
     checks.extend(gpu::checks());
     checks

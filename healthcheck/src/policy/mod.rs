@@ -18,21 +18,23 @@
 //!
 //! Every change (and every refusal to change) is a row of `state_changes`.
 
-pub mod entry;
 pub mod memory;
 pub mod reason;
 pub mod slurm;
 
 use crate::finding::Finding;
+use crate::pipeline::session::NodeSession;
 use crate::record::RunReport;
 use lemonade_config::{Config, DownAction, Severity};
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::reason::{owner, ReasonOwner};
-use lemonade_sql::node::NodeStore;
+use lemonade_slurm::sinfo;
+use lemonade_sql::node::FindingRow;
 use lemonade_sql::node_jobs::{self, StateChangeRow};
+use lemonade_sql::rusqlite::Connection;
 use memory::{Cause, Memory, Ours};
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::path::Path;
 
 /// Code of the policy's warning for a check that keeps being `unknown`.
 pub const UNKNOWN_STREAK: &str = "UNKNOWN_STREAK";
@@ -86,27 +88,25 @@ pub struct PolicyResult {
     pub messages: Vec<String>,
 }
 
-/// The Slurm commands as the config describes them.
-pub fn commands(config: &Config) -> SlurmCommands {
-    SlurmCommands::new(
-        config.slurm.bin_dir.clone(),
-        config.slurm.conf.clone(),
-        Duration::from_secs_f64(config.slurm.command_timeout_s.max(0.1)),
-    )
-}
-
-/// Applies the policy to a finished run, records what it did in the node
-/// database (when it can be opened) and returns it.
-pub fn apply(config: &Config, report: &RunReport, dry_run: bool) -> PolicyResult {
-    let store = NodeStore::open(
-        &config.store.path,
-        Duration::from_millis(config.store.lock_wait_ms),
-    )
-    .ok();
-    let conn = store.as_ref().map(|s| s.connection());
-    let path = config.store.path.as_path();
+/// Applies the policy to a finished run and returns what it adds: its state
+/// changes, its own findings and its messages; the report is left as it is.
+/// What it remembers (and what it did) is written to the node database when
+/// the run records.
+pub fn apply(
+    config: &Config,
+    report: &RunReport,
+    dry_run: bool,
+    session: &mut NodeSession,
+) -> PolicyResult {
+    let path = session.path().to_path_buf();
     let mut memory = Memory::parse(
-        conn.and_then(|c| node_jobs::policy_state(c, path).ok().flatten())
+        session
+            .readable()
+            .and_then(|s| {
+                node_jobs::policy_state(s.connection(), &path)
+                    .ok()
+                    .flatten()
+            })
             .as_deref(),
     );
     let dry_run = dry_run || config.policy.dry_run;
@@ -115,25 +115,33 @@ pub fn apply(config: &Config, report: &RunReport, dry_run: bool) -> PolicyResult
         report,
         dry_run,
         &mut memory,
-        &commands(config),
+        &config.slurm.commands(),
         &mut |_| {},
     );
-    if let Some(conn) = conn {
-        let _ = node_jobs::save_policy_state(conn, path, &memory.to_json());
-        let at = report.started_at.timestamp();
-        for change in &result.changes {
-            let _ = node_jobs::record_state_change(conn, path, &row(change, at, report.run_id));
-        }
-        if let Some(run_id) = report.run_id {
-            let rows: Vec<_> = result
-                .findings
-                .iter()
-                .map(crate::record::finding_row)
-                .collect();
-            let _ = node_jobs::add_findings(conn, path, run_id, &rows);
-        }
+    if let Some(store) = session.writable() {
+        remember(store.connection(), &path, &memory, &result, report);
     }
     result
+}
+
+/// Writes the memory, the state changes and the policy's findings. Best
+/// effort: a database that fails here already failed the run's own record.
+fn remember(
+    conn: &Connection,
+    path: &Path,
+    memory: &Memory,
+    result: &PolicyResult,
+    report: &RunReport,
+) {
+    let _ = node_jobs::save_policy_state(conn, path, &memory.to_json());
+    let at = report.started_at.timestamp();
+    for change in &result.changes {
+        let _ = node_jobs::record_state_change(conn, path, &row(change, at, report.run_id));
+    }
+    if let Some(run_id) = report.run_id {
+        let rows: Vec<FindingRow> = result.findings.iter().map(FindingRow::from).collect();
+        let _ = node_jobs::add_findings(conn, path, run_id, &rows);
+    }
 }
 
 fn row(change: &StateChange, at: i64, run_id: Option<i64>) -> StateChangeRow {
@@ -284,7 +292,7 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
         .collect();
 
     (ctx.before_slurm)("sinfo node");
-    let current = match slurm::node_state(ctx.cmds, ctx.node) {
+    let current = match sinfo::node(ctx.cmds, ctx.node) {
         Ok(s) => s,
         Err(e) => return ctx.slurm_failed(action, &reason, &cause_list, e.to_string()),
     };
@@ -415,7 +423,7 @@ fn maybe_resume(ctx: &mut Ctx, report: &RunReport, memory: &mut Memory) {
     }
     let ours = ours.clone();
     (ctx.before_slurm)("sinfo node");
-    let current = match slurm::node_state(ctx.cmds, ctx.node) {
+    let current = match sinfo::node(ctx.cmds, ctx.node) {
         Ok(s) => s,
         Err(e) => return ctx.slurm_failed("resume", &ours.reason, &ours.causes, e.to_string()),
     };

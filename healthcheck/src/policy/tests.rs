@@ -6,6 +6,7 @@ use super::*;
 use crate::check::Profile;
 use crate::engine::CheckSummary;
 use crate::record::Trigger;
+use std::time::Duration;
 
 fn report(findings: Vec<Finding>) -> RunReport {
     let checks = findings
@@ -25,7 +26,7 @@ fn report(findings: Vec<Finding>) -> RunReport {
         trigger: Trigger::Periodic,
         job_id: None,
         worst: crate::finding::worst(&findings),
-        exit_code: 0,
+        exit_code: crate::pipeline::exit::ExitStatus::Ok,
         checks,
         findings,
         new_events: Vec::new(),

@@ -3,6 +3,7 @@
 //! An event is keyed by (node, start); its end is filled in when a later
 //! ingest sees it closed, so the whole window is simply re-read each run.
 
+use super::time_zone::{self, Instant, Zone};
 use super::IngestStats;
 use crate::db::{self, NodeIds};
 use crate::error::{LemonError, Result};
@@ -35,8 +36,15 @@ pub fn owner_name(owner: ReasonOwner) -> &'static str {
     }
 }
 
-/// Parses one line; `Ok(None)` for blank lines and cluster events (no node).
+/// Parses one line, ISO times read in the local zone; `Ok(None)` for blank
+/// lines and cluster events (no node).
 pub fn parse_line(line: &str) -> Result<Option<NodeEvent>, String> {
+    parse_line_in(line, &Zone::Local)
+}
+
+/// Parses one line, ISO times read in `zone` (the earlier reading of a
+/// wall-clock time that a daylight-saving change repeats).
+pub fn parse_line_in(line: &str, zone: &Zone) -> Result<Option<NodeEvent>, String> {
     let line = line.trim_end_matches(['\n', '\r']);
     if line.trim().is_empty() || line.starts_with("NodeName|") {
         return Ok(None);
@@ -52,10 +60,13 @@ pub fn parse_line(line: &str) -> Result<Option<NodeEvent>, String> {
     // A reason may itself contain `|`: it is everything between State and User.
     let user = f[f.len() - 1].trim();
     let reason = f[4..f.len() - 1].join("|");
-    let start = db::parse_time(f[1])
+    let start = time_zone::parse_time(f[1], zone)
         .map_err(|e| format!("Start: {e}"))?
-        .ok_or("Start is unknown")?;
-    let end = db::parse_time(f[2]).map_err(|e| format!("End: {e}"))?;
+        .ok_or("Start is unknown")?
+        .earliest();
+    let end = time_zone::parse_time(f[2], zone)
+        .map_err(|e| format!("End: {e}"))?
+        .map(Instant::earliest);
     Ok(Some(NodeEvent {
         node: node.to_string(),
         start,
@@ -74,8 +85,39 @@ pub fn is_out_of_service(state: &str) -> bool {
         .any(|w| s.contains(w))
 }
 
-/// Stores the events of `text`; `name` labels errors.
+/// Stores the events of `text`, ISO times read in the local zone; `name` labels errors.
 pub fn ingest_text(conn: &mut Connection, text: &str, name: &str) -> Result<IngestStats> {
+    ingest_text_in(conn, text, name, &Zone::Local)
+}
+
+/// Stores the events of a file's bytes: invalid UTF-8 is replaced and counted, never fatal.
+pub fn ingest_bytes(
+    conn: &mut Connection,
+    bytes: &[u8],
+    name: &str,
+    zone: &Zone,
+) -> Result<IngestStats> {
+    let mut invalid = 0;
+    let text: String = bytes
+        .split_inclusive(|&b| b == b'\n')
+        .map(|line| {
+            let text = String::from_utf8_lossy(line);
+            invalid += u64::from(matches!(text, std::borrow::Cow::Owned(_)));
+            text
+        })
+        .collect();
+    let mut stats = ingest_text_in(conn, &text, name, zone)?;
+    stats.invalid_utf8 = invalid;
+    Ok(stats)
+}
+
+/// Stores the events of `text`, ISO times read in `zone`; `name` labels errors.
+pub fn ingest_text_in(
+    conn: &mut Connection,
+    text: &str,
+    name: &str,
+    zone: &Zone,
+) -> Result<IngestStats> {
     let mut stats = IngestStats::default();
     let mut nodes = NodeIds::load(conn)?;
     let tx = conn.transaction()?;
@@ -87,7 +129,7 @@ pub fn ingest_text(conn: &mut Connection, text: &str, name: &str) -> Result<Inge
                  state = excluded.state, reason = excluded.reason, user = excluded.user, owner = excluded.owner",
         )?;
         for (i, line) in text.lines().enumerate() {
-            match parse_line(line) {
+            match parse_line_in(line, zone) {
                 Ok(None) => {}
                 Ok(Some(ev)) => {
                     stats.rows_read += 1;
@@ -99,7 +141,7 @@ pub fn ingest_text(conn: &mut Connection, text: &str, name: &str) -> Result<Inge
                 }
                 Err(m) => {
                     stats.rows_read += 1;
-                    stats.malformed(format!("{name}:{}", i + 1), m);
+                    stats.malformed_line(i + 1, format!("{name}:{}", i + 1), m);
                 }
             }
         }

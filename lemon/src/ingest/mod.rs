@@ -9,6 +9,7 @@ pub mod exclusions;
 pub mod sacct;
 pub mod spool;
 pub mod tickets;
+pub mod time_zone;
 
 use crate::cli::SourceArgs;
 use crate::db;
@@ -18,6 +19,7 @@ use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
 use std::io::BufReader;
 use std::path::PathBuf;
+use time_zone::Zone;
 
 /// At most this many malformed rows are listed; all are counted.
 pub const MAX_LISTED_ERRORS: usize = 20;
@@ -33,7 +35,26 @@ pub struct IngestStats {
     pub unfinished: u64,
     /// (where, why) of the first malformed rows.
     pub errors: Vec<(String, String)>,
+    /// Line numbers of the first malformed rows (sources read by line).
+    pub malformed_lines: Vec<usize>,
+    /// Jobs: finished allocations read, stored now or by an earlier ingest.
+    pub allocations: u64,
+    /// Jobs: step rows (`.batch`, `.extern`, `.0`) skipped; lemon reads allocations.
+    pub steps_skipped: u64,
+    /// Lines whose invalid UTF-8 was replaced (U+FFFD) and kept.
+    pub invalid_utf8: u64,
+    /// Jobs: records put back together from several lines.
+    pub reassembled: u64,
+    /// Jobs: which fields were read (a header's, or the fixed list).
+    pub read_as: Option<String>,
+    /// The time zone ISO times were read in.
+    pub time_zone: Option<String>,
+    /// Anything else the reader of the summary should know.
+    pub notes: Vec<String>,
 }
+
+/// Line numbers listed in a summary line; the rest are counted.
+const SUMMARY_LINES: usize = 5;
 
 impl IngestStats {
     /// Counts a malformed row, keeping its location for the report.
@@ -42,6 +63,45 @@ impl IngestStats {
         if self.errors.len() < MAX_LISTED_ERRORS {
             self.errors.push((where_, message));
         }
+    }
+
+    /// Counts a malformed row that starts on line `number`.
+    pub fn malformed_line(&mut self, number: usize, where_: String, message: String) {
+        if self.malformed_lines.len() < MAX_LISTED_ERRORS {
+            self.malformed_lines.push(number);
+        }
+        self.malformed(where_, message);
+    }
+
+    /// The summary line of a job source: what was read and what became of it.
+    fn jobs_summary(&self) -> String {
+        let mut s = format!(
+            "{} rows read: {} allocations ingested ({} new), {} steps skipped",
+            self.rows_read, self.allocations, self.inserted, self.steps_skipped
+        );
+        if self.unfinished > 0 {
+            s.push_str(&format!(", {} still running", self.unfinished));
+        }
+        s.push_str(&format!(", {} malformed", self.skipped));
+        if !self.malformed_lines.is_empty() {
+            let shown: Vec<String> = self
+                .malformed_lines
+                .iter()
+                .take(SUMMARY_LINES)
+                .map(usize::to_string)
+                .collect();
+            let more = if self.skipped as usize > shown.len() {
+                ", ..."
+            } else {
+                ""
+            };
+            let word = if shown.len() == 1 { "line" } else { "lines" };
+            s.push_str(&format!(" ({word} {}{more})", shown.join(", ")));
+        }
+        if let Some(zone) = &self.time_zone {
+            s.push_str(&format!("; times in {zone}"));
+        }
+        s
     }
 }
 
@@ -54,6 +114,8 @@ pub struct Sources {
     pub spool_dir: Option<PathBuf>,
     /// Ask Slurm for whatever no file replaces.
     pub use_slurm: bool,
+    /// `--time-zone`: the zone of ISO times in the files.
+    pub time_zone: Option<String>,
 }
 
 impl Sources {
@@ -66,6 +128,7 @@ impl Sources {
             exclusions_file: args.exclusions_file.clone(),
             spool_dir: args.spool_dir.clone().or(default_spool),
             use_slurm: !args.no_slurm && args.sacct_file.is_none(),
+            time_zone: args.time_zone.clone(),
         }
     }
 }
@@ -88,17 +151,41 @@ impl IngestReport {
     pub fn text(&self) -> String {
         let mut s = String::new();
         for (name, st) in &self.sources {
-            s.push_str(&format!(
-                "ingest {name}: {} rows read, {} new, {} malformed skipped{}\n",
-                st.rows_read,
-                st.inserted,
-                st.skipped,
-                if st.unfinished > 0 {
-                    format!(", {} still running", st.unfinished)
-                } else {
-                    String::new()
-                }
-            ));
+            if st.read_as.is_some() {
+                s.push_str(&format!("ingest {name}: {}\n", st.jobs_summary()));
+            } else {
+                s.push_str(&format!(
+                    "ingest {name}: {} rows read, {} new, {} malformed skipped{}\n",
+                    st.rows_read,
+                    st.inserted,
+                    st.skipped,
+                    if st.unfinished > 0 {
+                        format!(", {} still running", st.unfinished)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            let mut read = Vec::new();
+            if let Some(how) = &st.read_as {
+                read.push(format!("read with {how}"));
+            }
+            if st.reassembled > 0 {
+                read.push(format!(
+                    "{} records put back together from several lines",
+                    st.reassembled
+                ));
+            }
+            if st.invalid_utf8 > 0 {
+                read.push(format!(
+                    "{} lines with invalid UTF-8 kept (bytes replaced by U+FFFD)",
+                    st.invalid_utf8
+                ));
+            }
+            read.extend(st.notes.iter().cloned());
+            if !read.is_empty() {
+                s.push_str(&format!("  {}\n", read.join("; ")));
+            }
             for (w, m) in &st.errors {
                 s.push_str(&format!("  skipped {w}: {m}\n"));
             }
@@ -122,6 +209,20 @@ pub struct IngestContext<'a> {
     pub now: i64,
     pub window_days: u32,
     pub sacct_window_hours: u32,
+    /// `[lemon] time_zone`: the zone of ISO times when `--time-zone` is not given.
+    pub time_zone: Option<String>,
+}
+
+/// The zone ISO times in files are read in: `--time-zone`, then
+/// `[lemon] time_zone`, then the local zone (where sacct printed them).
+pub fn resolve_zone(flag: Option<&str>, config: Option<&str>) -> Result<Zone> {
+    match (flag, config) {
+        (Some(z), _) => Zone::parse(z).map_err(|e| LemonError::Usage(format!("--time-zone: {e}"))),
+        (None, Some(z)) => {
+            Zone::parse(z).map_err(|e| LemonError::Usage(format!("config [lemon] time_zone: {e}")))
+        }
+        (None, None) => Ok(Zone::Local),
+    }
 }
 
 /// Ingests every source of `sources`.
@@ -132,15 +233,17 @@ pub fn ingest(
 ) -> Result<IngestReport> {
     let mut report = IngestReport::default();
     let now = ctx.now;
+    let zone = resolve_zone(sources.time_zone.as_deref(), ctx.time_zone.as_deref())?;
 
     let jobs: Option<(String, Result<IngestStats>)> = match &sources.sacct_file {
         Some(path) if path.as_os_str() == "-" => Some((
             "jobs (stdin)".into(),
-            sacct::ingest_reader(
+            sacct::ingest_reader_in(
                 conn,
                 BufReader::with_capacity(1 << 20, std::io::stdin()),
                 "stdin",
                 now,
+                &zone,
             ),
         )),
         Some(path) => Some((
@@ -148,11 +251,12 @@ pub fn ingest(
             std::fs::File::open(path)
                 .map_err(|e| LemonError::io(path, e))
                 .and_then(|f| {
-                    sacct::ingest_reader(
+                    sacct::ingest_reader_in(
                         conn,
                         BufReader::with_capacity(1 << 20, f),
                         &path.display().to_string(),
                         now,
+                        &zone,
                     )
                 }),
         )),
@@ -172,9 +276,11 @@ pub fn ingest(
     let events = match &sources.events_file {
         Some(path) => Some((
             format!("node events ({})", path.display()),
-            std::fs::read_to_string(path)
+            std::fs::read(path)
                 .map_err(|e| LemonError::io(path, e))
-                .and_then(|t| events::ingest_text(conn, &t, &path.display().to_string())),
+                .and_then(|bytes| {
+                    events::ingest_bytes(conn, &bytes, &path.display().to_string(), &zone)
+                }),
         )),
         None if sources.use_slurm => Some((
             "node events (sacctmgr)".into(),

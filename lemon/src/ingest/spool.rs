@@ -152,7 +152,7 @@ impl<'a> Flat<'a> {
                 check: Some(check),
                 entity: Some(entity),
                 code: Some(code),
-                severity: Some(severity),
+                severity: Some(severity.as_str()),
                 job_id: job_id.as_deref(),
                 detail: Some(message),
                 ..Flat::default()
@@ -168,7 +168,7 @@ impl<'a> Flat<'a> {
                 check: Some(check),
                 entity: Some(entity),
                 code: Some(code),
-                severity: Some(severity),
+                severity: Some(severity.as_str()),
                 detail: Some(detail),
                 ..Flat::default()
             },
@@ -231,7 +231,7 @@ mod tests {
                 check: "xid".into(),
                 entity: "gpu3".into(),
                 code: "XID_79".into(),
-                severity: "down".into(),
+                severity: lemonade_spool::Severity::Down,
                 detail: "fell off the bus".into(),
             },
         }

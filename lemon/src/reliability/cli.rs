@@ -10,7 +10,6 @@ use crate::decide::Scores;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use clap::Args;
 use lemonade_sql::rusqlite::Connection;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Options of `lemon report --reliability` (all but `--output` need `--reliability`).
@@ -226,26 +225,9 @@ pub fn ettr_answer(
     Ok(out)
 }
 
-/// Writes `content` to `path` atomically (a temporary file in the same
-/// directory, then a rename), so a cron-written report is never half there.
+/// Writes `content` to `path` atomically (the shared helper: a temporary
+/// file in the same directory, then a rename), so a cron-written report is
+/// never half there.
 pub fn write_atomically(path: &Path, content: &str) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(content.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    lemonade_spool::atomic::write_atomically(path, content.as_bytes())
 }

@@ -9,7 +9,8 @@
 //!
 //! [`session`] loads NVML once per run and turns its answers into plain data;
 //! [`scenario`] writes them in the fake NVML's format for snapshots. Every
-//! check is skipped quietly on a node whose config expects no GPUs.
+//! check is skipped quietly on a node that expects no GPUs ([`count`]: the
+//! configured number, or `auto`, the NVIDIA GPUs on the PCI bus).
 //!
 //! To replay a snapshot's GPU readings, point `[checks.gpu] library_path` at
 //! the fake NVML built by `tests/` and set `LEMONADE_FAKE_NVML_SCENARIO` to
@@ -19,6 +20,7 @@ use crate::check::Check;
 use std::sync::Arc;
 
 pub mod clocks;
+pub mod count;
 pub mod ecc;
 pub mod nvlink;
 pub mod pcie;

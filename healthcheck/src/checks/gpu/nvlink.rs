@@ -6,6 +6,7 @@ use crate::check::{
     previous_state, Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView,
     ALL_PROFILES,
 };
+use crate::checks::counters::{self, Recent};
 use crate::finding::Finding;
 use lemonade_config::{Action, Config, NvlinkSettings, Severity};
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
@@ -36,12 +37,14 @@ pub struct Counters {
     pub crc: u64,
 }
 
-/// Counters from the previous run, per GPU (UUID) and link.
+/// Counters from the previous run, per GPU (UUID) and link, and the CRC
+/// growth of the recent runs (for the windowed rate).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NvlinkState {
-    /// Unix seconds of the run that read them.
-    pub at: i64,
     pub gpus: BTreeMap<String, BTreeMap<u32, Counters>>,
+    /// Runs that saw a link's CRC counter grow, per GPU (UUID) and link.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub crc_recent: BTreeMap<String, BTreeMap<u32, Recent>>,
 }
 
 /// All NVML calls of the check.
@@ -76,12 +79,6 @@ pub fn gather(nvml: &Nvml, max_links: u32) -> Result<Vec<GpuData<Vec<LinkReading
     })
 }
 
-/// Growth of a counter since the previous run; a counter that went down was
-/// reset (driver reload, GPU reset), so all of it is new.
-pub fn growth(previous: Option<u64>, now: u64) -> Option<u64> {
-    previous.map(|p| if now >= p { now - p } else { now })
-}
-
 /// Pure: readings, settings and the previous counters to findings and new counters.
 pub fn evaluate(
     gpus: &[GpuData<Vec<LinkReading>>],
@@ -90,40 +87,41 @@ pub fn evaluate(
     now: i64,
 ) -> (Vec<Finding>, NvlinkState) {
     let mut findings = Vec::new();
-    let mut state = NvlinkState {
-        at: now,
-        gpus: BTreeMap::new(),
-    };
-    // Counters of a GPU that did not answer are kept, so its next answer is compared with them.
+    let mut state = NvlinkState::default();
+    // State of a GPU that did not answer is kept, so its next answer is compared with it.
     for gpu in gpus.iter().filter(|g| g.reading.is_err()) {
-        if let Some(old) = previous.gpus.get(&gpu.id.state_key()) {
-            state.gpus.insert(gpu.id.state_key(), old.clone());
+        let key = gpu.id.state_key();
+        if let Some(old) = previous.gpus.get(&key) {
+            state.gpus.insert(key.clone(), old.clone());
+        }
+        if let Some(recent) = previous.crc_recent.get(&key) {
+            state.crc_recent.insert(key, recent.clone());
         }
     }
-    let elapsed_s = (now - previous.at).max(1) as f64;
     for (id, links) in session::split(NAME, gpus, &mut findings) {
         let before = findings.len();
-        let old = previous.gpus.get(&id.state_key());
-        judge(id, links, s, old, elapsed_s, &mut findings);
+        let key = id.state_key();
+        judge_links(id, links, s, &mut findings);
+        if let Some(old) = previous.gpus.get(&key) {
+            let mut recent = previous.crc_recent.get(&key).cloned().unwrap_or_default();
+            judge_growth(id, links, s, old, &mut recent, now, &mut findings);
+            recent.retain(|_, r| !r.is_empty());
+            if !recent.is_empty() {
+                state.crc_recent.insert(key.clone(), recent);
+            }
+        }
         if findings.len() == before {
             findings.push(id.ok(NAME));
         }
-        state.gpus.insert(
-            id.state_key(),
-            links.iter().map(|l| (l.link, l.counters)).collect(),
-        );
+        state
+            .gpus
+            .insert(key, links.iter().map(|l| (l.link, l.counters)).collect());
     }
     (findings, state)
 }
 
-fn judge(
-    id: &GpuId,
-    links: &[LinkReading],
-    s: &NvlinkSettings,
-    old: Option<&BTreeMap<u32, Counters>>,
-    elapsed_s: f64,
-    out: &mut Vec<Finding>,
-) {
+/// Link state: inactive links and missing links.
+fn judge_links(id: &GpuId, links: &[LinkReading], s: &NvlinkSettings, out: &mut Vec<Finding>) {
     let gpu = id.entity();
     let masked: Vec<u32> = ["all", gpu.as_str()]
         .iter()
@@ -157,14 +155,33 @@ fn judge(
             );
         }
     }
-    let Some(old) = old else { return };
-    let grown = |pick: fn(&Counters) -> u64, min: u64| -> Vec<(u32, u64)> {
+}
+
+/// Counter growth since the previous run; the CRC rate over the window in `recent`.
+fn judge_growth(
+    id: &GpuId,
+    links: &[LinkReading],
+    s: &NvlinkSettings,
+    old: &BTreeMap<u32, Counters>,
+    recent: &mut BTreeMap<u32, Recent>,
+    now: i64,
+    out: &mut Vec<Finding>,
+) {
+    let gpu = id.entity();
+    // Links new since the previous run only set their baseline.
+    let grown = |pick: fn(&Counters) -> u64| -> Vec<(u32, u64)> {
         links
             .iter()
             .filter_map(|l| {
-                let d = growth(old.get(&l.link).map(pick), pick(&l.counters))?;
-                (min > 0 && d >= min).then_some((l.link, d))
+                let was = old.get(&l.link).map(pick)?;
+                Some((l.link, counters::growth(Some(was), pick(&l.counters))))
             })
+            .collect()
+    };
+    let at_least = |grown: Vec<(u32, u64)>, min: u64| -> Vec<(u32, u64)> {
+        grown
+            .into_iter()
+            .filter(|(_, d)| min > 0 && *d >= min)
             .collect()
     };
     let growth_finding = |code: &str, severity, what: &str, grown: &[(u32, u64)]| {
@@ -179,7 +196,7 @@ fn judge(
             .action(Action::ResetGpu)
             .message(format!("{gpu}: NVLink {what} counters grew: {detail}"))
     };
-    let replay = grown(|c| c.replay, s.replay_growth_drain);
+    let replay = at_least(grown(|c| c.replay), s.replay_growth_drain);
     if !replay.is_empty() {
         out.push(growth_finding(
             "NVLINK_REPLAY_GROWTH",
@@ -188,7 +205,7 @@ fn judge(
             &replay,
         ));
     }
-    let recovery = grown(|c| c.recovery, s.recovery_growth_drain);
+    let recovery = at_least(grown(|c| c.recovery), s.recovery_growth_drain);
     if !recovery.is_empty() {
         out.push(growth_finding(
             "NVLINK_RECOVERY_GROWTH",
@@ -197,24 +214,30 @@ fn judge(
             &recovery,
         ));
     }
-    let crc = grown(|c| c.crc, 1);
-    let fast: Vec<(u32, u64)> = crc
-        .iter()
-        .copied()
-        .filter(|(_, d)| *d as f64 / elapsed_s > s.crc_rate_drain_per_s)
-        .collect();
+    let crc = grown(|c| c.crc);
+    let mut fastest = 0.0_f64;
+    let mut fast = Vec::new();
+    for (link, d) in &crc {
+        let window = recent.entry(*link).or_default();
+        window.record(now, *d, s.rate_window_s);
+        let rate = window.per_second(s.rate_window_s);
+        if rate > s.crc_rate_drain_per_s {
+            fast.push((*link, *d));
+            fastest = fastest.max(rate);
+        }
+    }
     if !fast.is_empty() {
-        let rate = fast.iter().map(|(_, d)| *d).max().unwrap_or(0) as f64 / elapsed_s;
         out.push(
             growth_finding("NVLINK_CRC_RATE", Severity::Drain, "CRC", &fast)
                 .expected(format!("<= {}/s", s.crc_rate_drain_per_s))
-                .message(format!("{gpu}: NVLink CRC errors at {rate:.0}/s")),
+                .actual(format!("{fastest:.0}/s over {} s", s.rate_window_s))
+                .message(format!(
+                    "{gpu}: NVLink CRC errors at {fastest:.0}/s over the last {} s",
+                    s.rate_window_s
+                )),
         );
     } else {
-        let slow: Vec<(u32, u64)> = crc
-            .into_iter()
-            .filter(|(_, d)| s.crc_growth_warning > 0 && *d >= s.crc_growth_warning)
-            .collect();
+        let slow = at_least(crc, s.crc_growth_warning);
         if !slow.is_empty() {
             out.push(
                 growth_finding("NVLINK_CRC_GROWTH", Severity::Warning, "CRC", &slow)
@@ -325,8 +348,8 @@ mod tests {
     fn crc_growth_is_a_warning_below_the_rate_and_a_drain_above() {
         let s = NvlinkSettings::default();
         let base = NvlinkState {
-            at: 1000,
             gpus: [("GPU-0".to_string(), [(0, Counters::default())].into())].into(),
+            ..Default::default()
         };
         let slow = evaluate(
             &gpu(
@@ -362,6 +385,51 @@ mod tests {
             (fast[0].code.as_str(), fast[0].severity),
             ("NVLINK_CRC_RATE", Severity::Drain)
         );
+    }
+
+    fn crc(n: u64) -> Vec<GpuData<Vec<LinkReading>>> {
+        gpu(
+            Counters {
+                crc: n,
+                ..Default::default()
+            },
+            true,
+        )
+    }
+
+    #[test]
+    fn a_small_crc_burst_one_second_after_the_previous_run_is_not_a_huge_rate() {
+        let s = NvlinkSettings::default();
+        let (_, timer) = evaluate(&crc(0), &s, &NvlinkState::default(), 1000);
+        // The prolog, one second after the timer: 200 errors are not 200/s.
+        let (prolog, _) = evaluate(&crc(200), &s, &timer, 1001);
+        assert_eq!(
+            (prolog[0].code.as_str(), prolog[0].severity),
+            ("NVLINK_CRC_GROWTH", Severity::Warning)
+        );
+    }
+
+    #[test]
+    fn the_crc_rate_sums_the_growth_of_the_runs_in_the_window() {
+        let s = NvlinkSettings {
+            rate_window_s: 300,
+            crc_rate_drain_per_s: 100.0,
+            ..Default::default()
+        };
+        let (_, state) = evaluate(&crc(0), &s, &NvlinkState::default(), 0);
+        // 20 000 and 20 000 within five minutes: 40 000 / 300 s > 100/s.
+        let (first, state) = evaluate(&crc(20_000), &s, &state, 100);
+        assert_eq!(first[0].code, "NVLINK_CRC_GROWTH");
+        let (second, state) = evaluate(&crc(40_000), &s, &state, 200);
+        assert_eq!(
+            (second[0].code.as_str(), second[0].severity),
+            ("NVLINK_CRC_RATE", Severity::Drain)
+        );
+        // Once the bursts fall out of the window, quiet links are healthy
+        // and the state forgets them.
+        let (later, state) = evaluate(&crc(40_000), &s, &state, 600);
+        assert!(later[0].is_ok(), "{later:?}");
+        assert!(state.crc_recent.is_empty());
     }
 
     #[test]

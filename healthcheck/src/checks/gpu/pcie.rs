@@ -6,8 +6,9 @@ use crate::check::{
     previous_state, Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView,
     ALL_PROFILES,
 };
+use crate::checks::pcie::{DEGRADED_LINK_ACTION, WIDTH_DEGRADED};
 use crate::finding::Finding;
-use lemonade_config::{Action, Config, GpuPcieSettings, Severity};
+use lemonade_config::{Config, GpuPcieSettings, Severity};
 use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -116,7 +117,7 @@ fn judge(
                 id.finding(NAME, "PCIE_GEN_DEGRADED", Severity::Drain)
                     .expected(format!("Gen{max}"))
                     .actual(format!("Gen{cur}"))
-                    .action(Action::Reboot)
+                    .action(DEGRADED_LINK_ACTION)
                     .message(format!("{gpu}: PCIe link at Gen{cur}, capable of Gen{max}")),
             );
         }
@@ -124,10 +125,10 @@ fn judge(
     if let (Some(cur), Some(max)) = (r.width, r.max_width) {
         if cur < max {
             out.push(
-                id.finding(NAME, "PCIE_WIDTH_DEGRADED", Severity::Drain)
+                id.finding(NAME, WIDTH_DEGRADED, Severity::Drain)
                     .expected(format!("x{max}"))
                     .actual(format!("x{cur}"))
-                    .action(Action::Reboot)
+                    .action(DEGRADED_LINK_ACTION)
                     .message(format!("{gpu}: PCIe link at x{cur}, capable of x{max}")),
             );
         }

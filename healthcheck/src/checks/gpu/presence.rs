@@ -73,8 +73,13 @@ pub fn init_finding(failure: &InitFailure) -> Finding {
     }
 }
 
-/// Pure: readings and settings to findings.
-pub fn evaluate(readings: &Readings, settings: &GpuSettings) -> Vec<Finding> {
+/// Pure: readings, settings and the number of GPUs expected (`None`: `auto`
+/// that could not be counted) to findings.
+pub fn evaluate(
+    readings: &Readings,
+    settings: &GpuSettings,
+    expected_count: Option<usize>,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     if let (Some(want), Ok(have)) = (&settings.expected_driver_version, &readings.driver_version) {
         if want != have {
@@ -103,26 +108,21 @@ pub fn evaluate(readings: &Readings, settings: &GpuSettings) -> Vec<Finding> {
     };
 
     let count = gpus.len();
-    if count < settings.expected_count {
+    let want = expected_count.unwrap_or(count);
+    if count < want {
         findings.push(
             Finding::new(NAME, "node", "GPU_COUNT_LOW", Severity::Down)
-                .expected(settings.expected_count)
+                .expected(want)
                 .actual(count)
                 .action(Action::Reboot)
-                .message(format!(
-                    "NVML lists {count} GPUs, {} expected",
-                    settings.expected_count
-                )),
+                .message(format!("NVML lists {count} GPUs, {want} expected")),
         );
-    } else if count > settings.expected_count {
+    } else if count > want {
         findings.push(
             Finding::new(NAME, "node", "GPU_COUNT_HIGH", Severity::Warning)
-                .expected(settings.expected_count)
+                .expected(want)
                 .actual(count)
-                .message(format!(
-                    "NVML lists {count} GPUs, config expects {}",
-                    settings.expected_count
-                )),
+                .message(format!("NVML lists {count} GPUs, config expects {want}")),
         );
     }
     for want in &settings.expected_bus_ids {
@@ -232,7 +232,7 @@ impl Check for Gpu {
         SettingsView::of(s.enabled, s.deadline_s, s)
     }
     fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
-        if !session::expects_gpus(&ctx.config) {
+        if !session::expects_gpus(ctx) {
             return Ok(CheckOutput::default());
         }
         let nvml = match session::nvml(ctx) {
@@ -242,10 +242,11 @@ impl Check for Gpu {
         Ok(CheckOutput::findings(evaluate(
             &gather(&nvml),
             &ctx.config.checks.gpu,
+            super::count::expected(&ctx.config, &ctx.root),
         )))
     }
     fn snapshot_files(&self, ctx: &CheckContext) -> Vec<(PathBuf, Vec<u8>)> {
-        if !session::expects_gpus(&ctx.config) {
+        if !session::expects_gpus(ctx) {
             return Vec::new();
         }
         // The snapshot runs outside the engine: a wedged driver must not hang it.
@@ -312,11 +313,7 @@ mod tests {
             driver_version: Ok("550.90.07".into()),
             gpus: Ok(vec![gpu(0, "A"), gpu(1, "A"), gpu(2, "B")]),
         };
-        let settings = GpuSettings {
-            expected_count: 3,
-            ..Default::default()
-        };
-        let findings = evaluate(&readings, &settings);
+        let findings = evaluate(&readings, &GpuSettings::default(), Some(3));
         let bad: Vec<_> = findings.iter().filter(|f| !f.is_ok()).collect();
         assert_eq!(bad.len(), 1);
         assert_eq!(
@@ -332,11 +329,10 @@ mod tests {
             gpus: Ok(vec![gpu(0, "A")]),
         };
         let settings = GpuSettings {
-            expected_count: 2,
             expected_bus_ids: vec!["00000000:18:00.0".into(), "0000:2A:00.0".into()],
             ..Default::default()
         };
-        let findings = evaluate(&readings, &settings);
+        let findings = evaluate(&readings, &settings, Some(2));
         let missing: Vec<_> = findings
             .iter()
             .filter(|f| f.code == "GPU_MISSING")

@@ -7,7 +7,7 @@
 
 use crate::check::{CheckContext, CheckOutput};
 use crate::finding::Finding;
-use lemonade_config::{Action, Config, Severity};
+use lemonade_config::{Action, Severity};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use std::sync::Arc;
@@ -130,9 +130,10 @@ pub fn normalize_bus_id(bus_id: &str) -> String {
     }
 }
 
-/// False on nodes without GPUs, where every GPU check is skipped quietly.
-pub fn expects_gpus(config: &Config) -> bool {
-    config.checks.gpu.expected_count > 0
+/// False on nodes without GPUs (an explicit 0, or `auto` and none on the
+/// PCI bus), where every GPU check is skipped quietly.
+pub fn expects_gpus(ctx: &CheckContext) -> bool {
+    super::count::expected(&ctx.config, &ctx.root) != Some(0)
 }
 
 /// The run's NVML session, initialised on first use.
@@ -224,7 +225,7 @@ pub fn split<'a, T>(
 /// The common start of a GPU check's `run`: `None` when the node has no GPUs
 /// (skip quietly), the session, or the finding saying why there is none.
 fn start(check: &str, ctx: &CheckContext) -> Option<Result<Arc<Nvml>, Finding>> {
-    if !expects_gpus(&ctx.config) {
+    if !expects_gpus(ctx) {
         return None;
     }
     Some(nvml(ctx).map_err(|e| init_unknown(check, &e)))

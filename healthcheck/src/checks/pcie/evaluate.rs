@@ -1,7 +1,7 @@
 //! Judging gathered PCI functions: a pure function of data, config and state.
 
 use super::sysfs::{Aer, Link, PciFunction, PcieData};
-use super::NAME;
+use super::{DEGRADED_LINK_ACTION, NAME, WIDTH_DEGRADED};
 use crate::checks::counters::{growth, Recent};
 use crate::finding::Finding;
 use lemonade_config::{Action, PcieExpectation, PcieSettings, Severity};
@@ -133,11 +133,11 @@ fn judge_link(
         .max(expectation.and_then(|e| e.width).unwrap_or(0));
     if link.current_width < want_width {
         out.push(
-            Finding::new(NAME, &f.bdf, "PCIE_WIDTH_DEGRADED", Severity::Drain)
+            Finding::new(NAME, &f.bdf, WIDTH_DEGRADED, Severity::Drain)
                 .pci(&f.bdf)
                 .expected(format!("x{want_width}"))
                 .actual(format!("x{}", link.current_width))
-                .action(Action::Repair)
+                .action(DEGRADED_LINK_ACTION)
                 .message(format!(
                     "{what} {}: PCIe link x{} instead of x{want_width} (max reported x{})",
                     f.bdf, link.current_width, link.max_width
@@ -156,7 +156,7 @@ fn judge_link(
                     .pci(&f.bdf)
                     .expected(format!("{want_speed} GT/s"))
                     .actual(speed_text(link.current_speed))
-                    .action(Action::Repair)
+                    .action(DEGRADED_LINK_ACTION)
                     .message(format!(
                         "{what} {}: PCIe link at {} instead of {want_speed} GT/s (max reported {})",
                         f.bdf,

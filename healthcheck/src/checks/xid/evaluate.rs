@@ -71,6 +71,9 @@ pub struct XidState {
     pub tallies: Vec<Tally>,
     #[serde(default)]
     pub problems: Vec<Problem>,
+    /// Host hardware errors matched in the same pass, per (code, entity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_log: Vec<super::kernel_log::Tally>,
 }
 
 /// One XID on one GPU since boot.
@@ -166,7 +169,17 @@ pub fn evaluate(
                 ),
                 bus,
             }),
-            Nvrm::Other => {}
+            Nvrm::Other => {
+                if settings.kernel_log.enabled {
+                    events.extend(super::kernel_log::fold(
+                        &mut state.kernel_log,
+                        record,
+                        at,
+                        &gathered.boot_id,
+                        &settings.kernel_log,
+                    ));
+                }
+            }
         }
     }
     if let Some(first) = gathered.read.bad.first() {
@@ -192,6 +205,14 @@ pub fn evaluate(
     bound(&mut state, settings);
 
     let mut findings = findings(gathered, settings, &state, now);
+    if settings.kernel_log.enabled {
+        findings.extend(super::kernel_log::findings(
+            &state.kernel_log,
+            &settings.kernel_log,
+            &settings.window_s,
+            now,
+        ));
+    }
     if gathered.read.lost > 0 {
         findings.push(Finding::unknown(
             "xid",

@@ -7,6 +7,8 @@
 //! their severity's window, repeats of 13/31 escalated.
 //!
 //! * [`kmsg`]: the kernel log reader (device or file, from a cursor);
+//! * [`kernel_log`]: host hardware errors matched in the same pass (MCE,
+//!   EDAC, block I/O, filesystem, NFS);
 //! * [`parse`]: the driver's line formats;
 //! * [`catalog`]: severity and action per XID;
 //! * [`gpus`]: bus id → `gpuN`;
@@ -15,6 +17,7 @@
 pub mod catalog;
 pub mod evaluate;
 pub mod gpus;
+pub mod kernel_log;
 pub mod kmsg;
 pub mod parse;
 
@@ -40,7 +43,7 @@ impl Check for Xid {
         "xid"
     }
     fn summary(&self) -> &'static str {
-        "NVIDIA XID errors in the kernel log since boot, per GPU"
+        "NVIDIA XID errors in the kernel log since boot, per GPU; in the same pass MCE, EDAC, block I/O, filesystem and NFS errors"
     }
     fn profiles(&self) -> &'static [Profile] {
         ALL_PROFILES
@@ -142,8 +145,17 @@ pub fn gather(
 
     let driver = memchr::memmem::Finder::new(b"NVRM:");
     let mut records = Vec::new();
+    // One pass serves every matcher: the driver's lines and the host's.
+    let host_lines = settings
+        .kernel_log
+        .enabled
+        .then(kernel_log::Prefilter::default);
     let mut keep = |e: &kmsg::Entry| {
-        if driver.find(e.message).is_some() {
+        if driver.find(e.message).is_some()
+            || host_lines
+                .as_ref()
+                .is_some_and(|p| p.might_match(e.message) && kernel_log::matches(e.message))
+        {
             records.push(KmsgRecord {
                 seq: e.seq,
                 ts_usec: e.ts_usec,

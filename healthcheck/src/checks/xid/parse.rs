@@ -357,3 +357,45 @@ mod tests {
         assert_eq!(normalize_bus(""), None);
     }
 }
+
+/// Random input: any message reads as something, never a panic.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_message_reads_without_a_panic(text in any::<String>()) {
+            let _ = parse(&text);
+        }
+
+        #[test]
+        fn anything_after_the_xid_mark_reads_without_a_panic(rest in any::<String>()) {
+            let _ = parse(&format!("NVRM: Xid{rest}"));
+            let _ = parse(&format!("NVRM: Xid (PCI:0000:18:00): {rest}"));
+            let _ = parse(&format!("NVRM: GPU at {rest}"));
+        }
+
+        #[test]
+        fn a_driver_xid_line_gives_its_number_and_bus(
+            bus in 0u8..=255,
+            xid in 1u32..200,
+            pid in 1u32..100_000,
+            name in "[a-z_]{1,12}",
+            text in "[A-Za-z0-9 :().,]{0,40}",
+        ) {
+            let line = format!("NVRM: Xid (PCI:0000:{bus:02x}:00): {xid}, pid={pid}, name={name}, {text}");
+            match parse(&line) {
+                Nvrm::Xid(x) => {
+                    prop_assert_eq!(x.xid, xid);
+                    prop_assert_eq!(x.bus, format!("0000:{bus:02x}:00"));
+                    prop_assert_eq!(x.pid, Some(pid.to_string()));
+                }
+                other => prop_assert!(false, "{line}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! One run, start to end, for every entry point: the periodic run (a bare
+//! `healthcheck`), `run --apply-policy`, `lemonade-prolog`, `lemonade-epilog`.
+//!
+//! ```text
+//! open the node database and take the run lock (once)
+//!   → the job's start or end (prolog, epilog)
+//!   → run the checks with their previous state
+//!   → record the run
+//!   → policy (drain, down, resume)     returns what it adds
+//!   → export for the head node
+//!   → the report and the exit status
+//! ```
+//!
+//! Each stage returns what it produced; only [`run`] puts the parts together.
+
+pub mod exit;
+pub mod session;
+
+use crate::check::Check;
+use crate::export::{self, Exported};
+use crate::finding::worst;
+use crate::policy::{self, Outcome as PolicyOutcome, PolicyResult};
+use crate::record::{self, RunOptions, RunReport};
+use chrono::{DateTime, Utc};
+use exit::ExitStatus;
+use lemonade_config::{Config, ConfigError, Severity};
+use lemonade_spool::Body;
+use lemonade_sql::node_jobs;
+use session::{NodeSession, StoreUse};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What to run, and what to do after.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub run: RunOptions,
+    pub store: StoreUse,
+    /// Apply the node-state policy and export for the head node.
+    pub apply_policy: bool,
+    /// Print the Slurm commands instead of running them.
+    pub dry_run: bool,
+    /// The job's start (prolog) or end (epilog), recorded before the checks.
+    pub job_record: Option<JobRecord>,
+}
+
+/// A job seen by the prolog or the epilog.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobRecord {
+    Started {
+        job_id: String,
+        user: Option<String>,
+    },
+    Ended {
+        job_id: String,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+/// What a run did.
+pub struct Outcome {
+    /// The checks' findings, the store's, and the policy's.
+    pub report: RunReport,
+    pub policy: PolicyResult,
+    /// What was exported, or why nothing was.
+    pub exported: Result<Exported, String>,
+}
+
+impl Outcome {
+    /// The exit status: the checks' own, raised to a warning by a warning of
+    /// the policy (its unknowns, Slurm unreachable, are our own failure).
+    pub fn exit(&self) -> ExitStatus {
+        self.report.exit_code
+    }
+
+    /// Lines for stderr: the policy's messages, export trouble.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        let mut lines = self.policy.messages.clone();
+        match &self.exported {
+            Ok(exported) => lines.extend(
+                exported
+                    .malformed
+                    .iter()
+                    .map(|m| format!("healthcheck: {m}")),
+            ),
+            Err(e) => lines.push(format!("healthcheck: spool export: {e}")),
+        }
+        lines
+    }
+
+    /// True when a finding takes the node out and the fleet breaker did not stop it.
+    pub fn took_node_out(&self) -> bool {
+        self.report
+            .findings
+            .iter()
+            .any(|f| f.severity.removes_node())
+            && !self
+                .policy
+                .changes
+                .iter()
+                .any(|c| c.outcome == PolicyOutcome::Breaker)
+    }
+}
+
+/// Runs a whole run. The policy and the export need a config that could be
+/// read: a checker that cannot read its config never touches Slurm.
+pub fn run(
+    config: Result<Config, ConfigError>,
+    registry: &[Arc<dyn Check>],
+    request: &Request,
+) -> Result<Outcome, String> {
+    let started = Instant::now();
+    let opts = &request.run;
+    let mut session =
+        NodeSession::open(config.as_ref().unwrap_or(&Config::default()), request.store);
+    let job_body = match (&config, &request.job_record) {
+        (Ok(_), Some(job)) => Some(record_job(&mut session, job, opts.now)),
+        _ => None,
+    };
+    let previous = session.previous_states();
+    let checked = record::run_checks(&config, registry, opts, &previous, started)?;
+    let mut report = RunReport::of_checks(opts, &checked, session.take_problems());
+    if session.records() {
+        let retention = config
+            .as_ref()
+            .map_or(Config::default().store.retention_days, |c| {
+                c.store.retention_days
+            });
+        let recorded = record::record(
+            &mut session,
+            &report,
+            &checked,
+            started.elapsed(),
+            retention,
+        );
+        report.run_id = recorded.run_id;
+        report.new_events = recorded.new_events;
+        report.findings.extend(recorded.problems);
+        report
+            .findings
+            .extend(status_file(&session, worst(&checked.findings), opts.now));
+    }
+    report.worst = worst(&report.findings);
+    let (policy, exported) = match (&config, request.apply_policy) {
+        (Ok(config), true) => after_checks(config, request, &report, &mut session, job_body),
+        (Err(_), true) => (
+            PolicyResult::default(),
+            Err("config error: no policy, no export".into()),
+        ),
+        (_, false) => (PolicyResult::default(), Ok(Exported::default())),
+    };
+    let mut report = with_policy(report, &policy);
+    report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(Outcome {
+        report,
+        policy,
+        exported,
+    })
+}
+
+/// The policy, then the export of the run with what the policy added.
+fn after_checks(
+    config: &Config,
+    request: &Request,
+    report: &RunReport,
+    session: &mut NodeSession,
+    job_body: Option<Body>,
+) -> (PolicyResult, Result<Exported, String>) {
+    let policy = policy::apply(config, report, request.dry_run, session);
+    let mut bodies: Vec<Body> = job_body.into_iter().collect();
+    bodies.extend(export::bodies_of_run(
+        &with_policy(report.clone(), &policy),
+        &policy.changes,
+    ));
+    let exported = export_with(config, session, &request.run.node, request.run.now, bodies);
+    (policy, exported)
+}
+
+/// The report with the policy's findings after the checks', and the exit
+/// status they make together.
+fn with_policy(mut report: RunReport, policy: &PolicyResult) -> RunReport {
+    if policy
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::Warning)
+    {
+        report.exit_code = report.exit_code.with_policy_warning();
+    }
+    report.findings.extend(policy.findings.iter().cloned());
+    report.worst = worst(&report.findings);
+    report
+}
+
+/// Exports `bodies` when the run records (and so holds the store).
+fn export_with(
+    config: &Config,
+    session: &mut NodeSession,
+    node: &str,
+    now: DateTime<Utc>,
+    bodies: Vec<Body>,
+) -> Result<Exported, String> {
+    if !session.records() {
+        return Ok(Exported::default());
+    }
+    match session.writable() {
+        Some(store) => {
+            export::export(config, store, node, now.timestamp(), bodies).map_err(|e| e.to_string())
+        }
+        None => Err("the node database is unavailable: nothing exported".into()),
+    }
+}
+
+/// The prolog or epilog of a job whose checks do not run here (the SPANK
+/// plugin runs them, or the user chose `--health-check=off`): the job's
+/// start or end is recorded and exported all the same.
+pub fn record_job_only(
+    config: &Config,
+    node: &str,
+    job: &JobRecord,
+    now: DateTime<Utc>,
+) -> Result<Exported, String> {
+    let mut session = NodeSession::open(config, StoreUse::Record);
+    let body = record_job(&mut session, job, now);
+    export_with(config, &mut session, node, now, vec![body])
+}
+
+/// Writes the job's start or end to the node database (best effort: the
+/// export record is made either way) and returns its export record.
+fn record_job(session: &mut NodeSession, job: &JobRecord, now: DateTime<Utc>) -> Body {
+    let path = session.path().to_path_buf();
+    let at = now.timestamp();
+    let store = session.writable();
+    match job {
+        JobRecord::Started { job_id, user } => {
+            if let Some(s) = store {
+                let _ = node_jobs::job_started(s.connection(), &path, job_id, user.as_deref(), at);
+            }
+            Body::JobStart {
+                job_id: job_id.clone(),
+                user: user.clone(),
+            }
+        }
+        JobRecord::Ended {
+            job_id,
+            exit_code,
+            signal,
+        } => {
+            if let Some(s) = store {
+                let _ =
+                    node_jobs::job_ended(s.connection(), &path, job_id, at, *exit_code, *signal);
+            }
+            Body::JobEnd {
+                job_id: job_id.clone(),
+                exit_code: *exit_code,
+                signal: *signal,
+            }
+        }
+    }
+}
+
+/// Writes the status file the SPANK plugin reads; a failure is a finding of `store`.
+fn status_file(
+    session: &NodeSession,
+    checks_worst: Severity,
+    now: DateTime<Utc>,
+) -> Option<crate::finding::Finding> {
+    let path = session.status_path();
+    crate::status_file::write(path, checks_worst, now)
+        .err()
+        .map(|e| session::store_unknown(path, format!("status file: {e}")))
+}
