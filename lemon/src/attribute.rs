@@ -626,29 +626,55 @@ impl Hazards {
                 (u, vec![start; k])
             })
             .collect();
+        // The rounds below touch every node of every weighed run 50 times:
+        // dense indices instead of hash lookups (millions of node slots in a
+        // fleet's month of large jobs).
+        let mut dense: HashMap<i64, usize> = HashMap::new();
+        let run_nodes: Vec<Vec<usize>> = weighed
+            .iter()
+            .map(|&i| {
+                runs[i]
+                    .nodes
+                    .iter()
+                    .map(|n| {
+                        let next = dense.len();
+                        *dense.entry(*n).or_insert(next)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut hard_dense = vec![0.0; dense.len()];
+        let mut days_dense = vec![0.0; dense.len()];
+        for (n, &d) in &dense {
+            hard_dense[d] = hard.get(n).copied().unwrap_or(0.0);
+            days_dense[d] = node_days.get(n).copied().unwrap_or(0.0);
+        }
+        let hard_total: f64 = hard.values().sum();
+        let mut fails = vec![0.0; dense.len()];
         for _ in 0..50 {
-            let mut fails = hard.clone();
-            for (k, &i) in weighed.iter().enumerate() {
-                for (n, w) in runs[i].nodes.iter().zip(&chances[k].1) {
-                    *fails.entry(*n).or_default() += w;
+            fails.copy_from_slice(&hard_dense);
+            let mut weighed_total = 0.0;
+            for (nodes, (_, w)) in run_nodes.iter().zip(&chances) {
+                for (&d, w) in nodes.iter().zip(w) {
+                    fails[d] += w;
+                    weighed_total += w;
                 }
             }
             let fleet_rate = if total_days > 0.0 {
-                fails.values().sum::<f64>() / total_days
+                (hard_total + weighed_total) / total_days
             } else {
                 0.0
             };
             let mut change: f64 = 0.0;
-            for (k, &i) in weighed.iter().enumerate() {
+            for (k, nodes) in run_nodes.iter().enumerate() {
                 let (u, per_hazard) = base[k];
-                let rates: Vec<f64> = runs[i]
-                    .nodes
+                let rates: Vec<f64> = nodes
                     .iter()
                     .zip(&chances[k].1)
-                    .map(|(n, own)| {
-                        let f = fails.get(n).copied().unwrap_or(0.0) - own;
+                    .map(|(&d, own)| {
+                        let f = fails[d] - own;
                         let h = (f.max(0.0) + PRIOR_NODE_DAYS * fleet_rate)
-                            / (node_days.get(n).copied().unwrap_or(0.0) + PRIOR_NODE_DAYS);
+                            / (days_dense[d] + PRIOR_NODE_DAYS);
                         h * per_hazard
                     })
                     .collect();

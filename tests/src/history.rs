@@ -425,9 +425,16 @@ pub fn generate(
         },
     };
     let lemons = spec.lemons.min(n);
-    let lemon_idx: Vec<usize> = (0..lemons)
-        .map(|k| ((k * n) / lemons.max(1) + n / (2 * lemons.max(1)) + 7 * k).min(n - 1))
-        .collect();
+    let mut lemon_idx: Vec<usize> = Vec::with_capacity(lemons);
+    for k in 0..lemons {
+        let mut i = ((k * n) / lemons.max(1) + n / (2 * lemons.max(1)) + 7 * k).min(n - 1);
+        // The last few can land past the end and be clamped onto one node:
+        // every lemon is a node of its own.
+        while lemon_idx.contains(&i) {
+            i = (i + 1) % n;
+        }
+        lemon_idx.push(i);
+    }
     w.truth.lemons = lemon_idx.iter().map(|&i| node_name(i)).collect();
     w.truth.lemons.sort();
     let is_lemon = |i: usize| lemon_idx.contains(&i);
@@ -666,6 +673,24 @@ mod tests {
         assert_eq!(hostlist(2, 3, 10).0, "gpu[0003-0005]");
         assert_eq!(hostlist(8, 4, 10).0, "gpu[0001-0002,0009-0010]");
         assert_eq!(hostlist(4, 1, 10).0, "gpu0005");
+    }
+
+    #[test]
+    fn every_planted_lemon_is_a_node_of_its_own() {
+        // The benchmark's shape: 40 lemons over 4000 nodes, whose last
+        // positions once landed past the end and were clamped onto one node.
+        let spec = HistorySpec {
+            nodes: 4000,
+            jobs: 2_000,
+            lemons: 40,
+            days: 2,
+            ..HistorySpec::default()
+        };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let t = generate(&spec, &mut a, &mut b).unwrap();
+        let mut distinct = t.lemons.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 40, "{:?}", t.lemons);
     }
 
     #[test]
