@@ -165,14 +165,57 @@ impl Evidence {
     }
 }
 
+/// The category of each family of our reason codes, by the code's first
+/// word: the check that owns the hardware, so that the reliability report
+/// groups `EDAC_UE` (memory check) with `EDAC_CE_LOGGED` (kernel log) and
+/// `MCE_*` apart from the GPU's XIDs although one pass finds both.
+const CODE_CATEGORIES: &[(&str, &str)] = &[
+    ("XID", "xid"),
+    ("ECC", "ecc"),
+    ("ROW", "ecc"),
+    ("ROWS", "ecc"),
+    ("RETIRED", "ecc"),
+    ("NVLINK", "nvlink"),
+    ("PCIE", "pcie"),
+    ("IB", "ib"),
+    ("MOUNT", "mounts"),
+    ("NFS", "mounts"),
+    ("GPU", "gpu"),
+    ("DRIVER", "gpu"),
+    ("VBIOS", "gpu"),
+    ("INFOROM", "gpu"),
+    ("CLOCKS", "clocks"),
+    ("MEM", "memory"),
+    ("EDAC", "memory"),
+    ("MCE", "mce"),
+    ("CPU", "cpus"),
+    ("NVME", "block"),
+    ("BLOCK", "block"),
+    ("FS", "block"),
+    ("SERVICE", "services"),
+    ("FIRMWARE", "firmware"),
+];
+
+/// The category of one of our reason codes, `None` for a code we do not
+/// know (a site's own check, a newer node's code).
+pub fn known_category(code: &str) -> Option<&'static str> {
+    let head = code.split('_').next().unwrap_or(code);
+    CODE_CATEGORIES
+        .iter()
+        .find(|(word, _)| head.eq_ignore_ascii_case(word))
+        .map(|&(_, category)| category)
+}
+
 /// The category of one of our reason codes: `XID_79` is `xid`,
-/// `ECC_VOLATILE_UNCORRECTED` `ecc`, `MOUNT_HUNG` `mounts`, `IB_PORT_DOWN` `ib`.
+/// `EDAC_UE` `memory`, `MOUNT_HUNG` `mounts`; an unknown code its first
+/// word in lower case.
 pub fn category_of_code(code: &str) -> String {
-    let head = code.split('_').next().unwrap_or(code).to_ascii_lowercase();
-    match head.as_str() {
-        "mount" => "mounts".into(),
-        "" => "unknown".into(),
-        _ => head,
+    match known_category(code) {
+        Some(category) => category.into(),
+        None => match code.split('_').next().unwrap_or("") {
+            "" => "unknown".into(),
+            head => head.to_ascii_lowercase(),
+        },
     }
 }
 
@@ -1045,6 +1088,35 @@ mod tests {
         assert_eq!(category_of_code("MOUNT_HUNG"), "mounts");
         assert_eq!(category_of_code("ECC_VOLATILE_UNCORRECTED"), "ecc");
         assert_eq!(category_of_code("IB_PORT_DOWN"), "ib");
+        assert_eq!(category_of_code("SITE_CHECK_FAILED"), "site");
+        assert_eq!(category_of_code(""), "unknown");
+    }
+
+    #[test]
+    fn the_host_checks_codes_are_categories_of_their_own() {
+        for (code, category) in [
+            ("MEM_TOTAL_LOW", "memory"),
+            ("EDAC_UE", "memory"),
+            ("EDAC_CE_RATE", "memory"),
+            ("EDAC_CE_LOGGED", "memory"),
+            ("EDAC_UE_LOGGED", "memory"),
+            ("MCE_HARDWARE_ERROR", "mce"),
+            ("MCE_EVENTS_LOGGED", "mce"),
+            ("CPU_OFFLINE", "cpus"),
+            ("NVME_MISSING", "block"),
+            ("NVME_SIZE_LOW", "block"),
+            ("NVME_NOT_LIVE", "block"),
+            ("BLOCK_READ_ONLY", "block"),
+            ("BLOCK_IO_ERROR", "block"),
+            ("FS_ERROR", "block"),
+            ("NFS_NOT_RESPONDING", "mounts"),
+            ("SERVICE_MISSING", "services"),
+            ("FIRMWARE_MISMATCH", "firmware"),
+            ("ROW_REMAP_FAILURE", "ecc"),
+            ("GPU_LOST", "gpu"),
+        ] {
+            assert_eq!(category_of_code(code), category, "{code}");
+        }
     }
 
     #[test]

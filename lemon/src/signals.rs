@@ -539,7 +539,14 @@ fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
             )
             .trim_end()
             .to_string(),
-            category: check.unwrap_or_else(|| "unknown".into()),
+            // The code's family (an MCE is found by the xid check's pass),
+            // else the check's name.
+            category: code
+                .as_deref()
+                .and_then(attribute::known_category)
+                .map(String::from)
+                .or(check)
+                .unwrap_or_else(|| "unknown".into()),
         });
     }
     let mut stmt = conn.prepare_cached(

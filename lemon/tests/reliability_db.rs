@@ -340,3 +340,58 @@ fn report_from_lemon_db_matches_the_history_it_was_written_from() {
     assert_eq!(co(&got), co(&want));
     assert_eq!(got.lemons.lemons.len(), 3);
 }
+
+#[test]
+fn host_hardware_codes_are_categories_of_their_own_in_the_report() {
+    // Two one-node failures: one with an MCE the xid check's kernel-log pass
+    // found on its node, one with our `hc: EDAC_UE` drain event. The report
+    // files them under `mce` and `memory`, not under the check that ran.
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = lemon::db::open(&dir.path().join("lemon.db"), Duration::from_secs(5)).unwrap();
+    for (id, name) in [(1, "gpu001"), (2, "gpu002")] {
+        conn.execute(
+            "INSERT INTO nodes(id, name) VALUES (?1, ?2)",
+            params![id, name],
+        )
+        .unwrap();
+    }
+    for (id, node) in [(1i64, 1i64), (2, 2)] {
+        conn.execute(
+            "INSERT INTO jobs(id, job_id_raw, job_id, submit_time, start_time, end_time, state, exit_code, exit_signal, partition, nnodes, nodelist, gpus)
+             VALUES (?1, ?1, ?1, ?2, ?2, ?3, 'FAILED', 0, 7, 'gpu', 1, 'x', 8)",
+            params![id, T - 300, T + 3600],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO job_nodes(job, node) VALUES (?1, ?2)",
+            params![id, node],
+        )
+        .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO health(node, epoch, seq, at, kind, check_name, code, entity, severity)
+         VALUES (1, 'e', 1, ?1, 'finding', 'xid', 'MCE_HARDWARE_ERROR', 'cpu3', 'down')",
+        params![T + 3600 - 30],
+    )
+    .unwrap();
+    lemon::ingest::events::ingest_text(
+        &mut conn,
+        &format!(
+            "gpu002|{}|{}|DRAIN|hc: EDAC_UE mc0|root\n",
+            T + 3600 + 20,
+            T + 7200
+        ),
+        "events",
+    )
+    .unwrap();
+    let loaded = load_jobs(&conn, range(), None, &AttributionParams::default()).unwrap();
+    let category = |id: &str| {
+        loaded
+            .jobs
+            .iter()
+            .find(|j| j.id == id)
+            .and_then(|j| j.category.clone())
+    };
+    assert_eq!(category("1").as_deref(), Some("mce"));
+    assert_eq!(category("2").as_deref(), Some("memory"));
+}

@@ -190,7 +190,7 @@ fn co_occurring(
     until: i64,
 ) -> Result<HashMap<i64, Vec<String>>, ReliabilityError> {
     let mut stmt = conn.prepare(
-        "SELECT j.id, h.check_name
+        "SELECT j.id, h.check_name, h.code
          FROM health h CROSS JOIN jobs j
          WHERE h.kind = 'finding' AND h.severity IN ('drain', 'down') AND h.check_name IS NOT NULL
            AND h.at >= ?1 AND h.at <= ?2
@@ -210,7 +210,13 @@ fn co_occurring(
         BEFORE_END_S
     ])?;
     while let Some(r) = q.next()? {
-        hits.entry(r.get(0)?).or_default().push(r.get(1)?);
+        let (check, code): (String, Option<String>) = (r.get(1)?, r.get(2)?);
+        // As the attribution names it: the code's family, else the check.
+        let category = code
+            .as_deref()
+            .and_then(crate::attribute::known_category)
+            .map_or(check, String::from);
+        hits.entry(r.get(0)?).or_default().push(category);
     }
     for v in hits.values_mut() {
         v.sort();
