@@ -3,13 +3,14 @@
 //! the task exits the SPANK plugin left in the node-local file) to its file in
 //! the spool directory, with the sequence numbers kept in the node database.
 
-use crate::finding::OfJob;
+use crate::finding::{Finding, OfJob};
 use crate::policy::StateChange;
 use crate::record::RunReport;
 use lemonade_config::Config;
 use lemonade_spool::{Body, Record, TaskExit};
 use lemonade_sql::node::NodeStore;
 use lemonade_sql::node_jobs;
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -48,6 +49,78 @@ pub fn bodies_of_run(report: &RunReport, changes: &[StateChange]) -> Vec<Body> {
         reason: c.reason.clone(),
     }));
     out
+}
+
+/// The firmware versions a node runs, `check/entity` to version, as the
+/// export last sent them (kept in the node database) or as a run read them.
+/// Only changes travel: a version is sent when first seen or changed.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Inventory(BTreeMap<String, String>);
+
+impl Inventory {
+    /// Where the node database keeps what was sent (a `check_state` key no
+    /// check uses).
+    const KEY: &'static str = "export.inventory";
+    /// The checks whose findings carry versions.
+    const CHECKS: &'static [&'static str] = &["firmware"];
+
+    /// The versions in `report`'s findings, ok or not.
+    pub fn of_run(report: &RunReport) -> Inventory {
+        Self::of_findings(&report.findings)
+    }
+
+    /// The versions in `findings`.
+    pub fn of_findings(findings: &[Finding]) -> Inventory {
+        Inventory(
+            findings
+                .iter()
+                .filter(|f| Self::CHECKS.contains(&f.check.as_str()))
+                .filter_map(|f| Some((format!("{}/{}", f.check, f.entity), f.actual.clone()?)))
+                .collect(),
+        )
+    }
+
+    /// What the export last sent; empty when nothing was, or when the
+    /// saved state is unreadable (everything is sent again).
+    pub fn sent(store: &NodeStore) -> Inventory {
+        store
+            .check_state(Self::KEY)
+            .ok()
+            .flatten()
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or_default()
+    }
+
+    /// Records for the versions that differ from `sent`.
+    pub fn changes_since(&self, sent: &Inventory) -> Vec<Body> {
+        self.0
+            .iter()
+            .filter(|(item, value)| sent.0.get(*item) != Some(*value))
+            .map(|(item, value)| {
+                let (check, entity) = item.split_once('/').unwrap_or((item, ""));
+                Body::Inventory {
+                    check: check.to_string(),
+                    entity: entity.to_string(),
+                    value: value.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Remembers these versions as sent, keeping versions of checks that
+    /// did not run this time (a prolog runs no firmware check).
+    pub fn save_as_sent(
+        &self,
+        sent: Inventory,
+        store: &NodeStore,
+        at: i64,
+    ) -> Result<(), ExportError> {
+        let mut all = sent;
+        all.0.extend(self.0.clone());
+        let json = serde_json::to_string(&all).unwrap_or_default();
+        store.set_check_state(Self::KEY, &json, at)?;
+        Ok(())
+    }
 }
 
 /// When the SPANK plugin's task-exit file is set aside for a new one.
@@ -283,6 +356,56 @@ mod tests {
 
     fn store(config: &Config) -> NodeStore {
         NodeStore::open(&config.store.path, Duration::from_secs(1)).unwrap()
+    }
+
+    fn versions(pairs: &[(&str, &str)]) -> Vec<Finding> {
+        let mut found: Vec<Finding> = pairs
+            .iter()
+            .map(|&(entity, v)| Finding::ok("firmware", entity).actual(v))
+            .collect();
+        // Values of other checks are not versions.
+        found.push(Finding::ok("memory", "node").actual("512 GiB"));
+        found
+    }
+
+    fn inventory_items(bodies: &[Body]) -> Vec<String> {
+        bodies
+            .iter()
+            .map(|b| match b {
+                Body::Inventory {
+                    check,
+                    entity,
+                    value,
+                } => format!("{check}/{entity}={value}"),
+                other => panic!("not an inventory record: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn firmware_versions_are_sent_when_first_seen_or_changed_and_kept_across_runs_without_them() {
+        let (_dir, config) = node_with_spool();
+        let store = store(&config);
+        let first =
+            Inventory::of_findings(&versions(&[("bios", "1.6.7"), ("mlx5_0", "28.39.1002")]));
+        let sent = Inventory::sent(&store);
+        assert_eq!(
+            inventory_items(&first.changes_since(&sent)),
+            ["firmware/bios=1.6.7", "firmware/mlx5_0=28.39.1002"]
+        );
+        first.save_as_sent(sent, &store, 100).unwrap();
+        assert!(first.changes_since(&Inventory::sent(&store)).is_empty());
+        // A prolog runs no firmware check: what was sent stays known.
+        Inventory::default()
+            .save_as_sent(Inventory::sent(&store), &store, 200)
+            .unwrap();
+        assert!(first.changes_since(&Inventory::sent(&store)).is_empty());
+        let updated =
+            Inventory::of_findings(&versions(&[("bios", "1.7.0"), ("mlx5_0", "28.39.1002")]));
+        assert_eq!(
+            inventory_items(&updated.changes_since(&Inventory::sent(&store))),
+            ["firmware/bios=1.7.0"]
+        );
     }
 
     fn export(

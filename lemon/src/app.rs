@@ -108,7 +108,8 @@ fn score_cmd(ctx: &Ctx, args: &ScoreArgs) -> Result<u8> {
         ctx.now,
         db::history_until(&conn)?,
         Vec::new(),
-    );
+    )
+    .with_firmware(&conn)?;
     print!("{}", rep.render(args.format));
     Ok(if scores.flagged().next().is_some() {
         EXIT_NEW_LEMONS
@@ -148,7 +149,8 @@ fn run_cmd(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         ctx.now,
         until,
         report::decisions(&conn, REPORT_DECISIONS)?,
-    );
+    )
+    .with_firmware(&conn)?;
     rep.ingest = Some(&ing);
     rep.actions = Some(&acted);
     print!("{}", rep.render(args.format));
@@ -188,6 +190,7 @@ fn report_cmd(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
             db::history_until(&conn)?,
             report::decisions(&conn, REPORT_DECISIONS)?,
         )
+        .with_firmware(&conn)?
         .render(args.format)
     };
     emit(args.reliability_args.output.as_deref(), &out)?;

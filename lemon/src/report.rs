@@ -10,6 +10,7 @@ use crate::ingest::IngestReport;
 use crate::signals::Signal;
 use lemonade_sql::rusqlite::{params, Connection};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// One past decision.
@@ -42,6 +43,41 @@ pub fn decisions(conn: &Connection, limit: usize) -> Result<Vec<Decision>> {
     Ok(rows)
 }
 
+/// A firmware version a node exported (the latest of its item).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Version {
+    /// `firmware/bios`, `firmware/board`, `firmware/mlx5_0`.
+    pub item: String,
+    pub value: String,
+    /// When the node first sent this value.
+    pub at: i64,
+}
+
+/// The latest firmware versions of each of `nodes` (none for a node that
+/// never exported any).
+pub fn versions(conn: &Connection, nodes: &[&str]) -> Result<BTreeMap<String, Vec<Version>>> {
+    // SQLite's bare columns beside max(): the row of the latest record.
+    let mut stmt = conn.prepare(
+        "SELECT h.check_name || '/' || h.entity, h.detail, max(h.at)
+         FROM health h WHERE h.kind = 'inventory' AND h.node = (SELECT id FROM nodes WHERE name = ?1)
+         GROUP BY h.check_name, h.entity ORDER BY 1",
+    )?;
+    let mut out = BTreeMap::new();
+    for node in nodes {
+        let found = stmt
+            .query_map(params![node], |r| {
+                Ok(Version {
+                    item: r.get(0)?,
+                    value: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    at: r.get(2)?,
+                })
+            })?
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        out.insert(node.to_string(), found);
+    }
+    Ok(out)
+}
+
 /// Everything a report shows.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
@@ -66,6 +102,9 @@ pub struct Report<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actions: Option<&'a ActReport>,
     pub decisions: Vec<Decision>,
+    /// The firmware versions of the flagged nodes: firmware is a common
+    /// root cause of lemons.
+    pub firmware: BTreeMap<String, Vec<Version>>,
 }
 
 impl<'a> Report<'a> {
@@ -101,6 +140,30 @@ impl<'a> Report<'a> {
                 .collect(),
             actions: None,
             decisions,
+            firmware: BTreeMap::new(),
+        }
+    }
+
+    /// Adds the flagged nodes' firmware versions from `conn`.
+    pub fn with_firmware(mut self, conn: &Connection) -> Result<Self> {
+        let names: Vec<&str> = self
+            .flagged
+            .iter()
+            .map(|v| v.signals.node.as_str())
+            .collect();
+        self.firmware = versions(conn, &names)?;
+        Ok(self)
+    }
+
+    fn firmware_text(&self, node: &str) -> String {
+        match self.firmware.get(node).map(Vec::as_slice) {
+            None => String::new(),
+            Some([]) => "none exported (no [spool] dir, or no firmware check)".into(),
+            Some(versions) => versions
+                .iter()
+                .map(|v| format!("{}={}", v.item.trim_start_matches("firmware/"), v.value))
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 
@@ -149,7 +212,7 @@ impl<'a> Report<'a> {
         let _ = writeln!(s, "thresholds: {}", th.join(" "));
         let _ = writeln!(s, "\nflagged nodes: {}", self.flagged.len());
         for v in &self.flagged {
-            node_text(&mut s, v);
+            node_text(&mut s, v, &self.firmware_text(&v.signals.node));
         }
         if !self.others.is_empty() {
             let _ = writeln!(s, "\nnext-worst nodes:");
@@ -281,6 +344,10 @@ impl<'a> Report<'a> {
                     if v.poisson_tripped { "at most the cut" } else { "above the cut" },
                     v.p_cutoff
                 );
+                let firmware = self.firmware_text(&v.signals.node);
+                if !firmware.is_empty() {
+                    let _ = writeln!(s, "  * firmware: {}", firmware.replace('|', "\\|"));
+                }
                 for j in &v.signals.evidence {
                     let _ = writeln!(
                         s,
@@ -321,7 +388,7 @@ impl<'a> Report<'a> {
     }
 }
 
-fn node_text(s: &mut String, v: &Verdict) {
+fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
     let _ = writeln!(
         s,
         "  {}: {} distinct failing jobs on {} days; {} caught by no check, on {} days, where the fleet's rate of those predicts {:.2} (p = {:.2e}, {} {:.2e})",
@@ -355,6 +422,9 @@ fn node_text(s: &mut String, v: &Verdict) {
         if v.poisson_tripped { "poisson " } else { "" },
         rules.join(" ")
     );
+    if !firmware.is_empty() {
+        let _ = writeln!(s, "    firmware: {firmware}");
+    }
     let _ = writeln!(s, "    jobs counted against it, with the evidence:");
     for j in &v.signals.evidence {
         let _ = writeln!(

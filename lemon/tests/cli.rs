@@ -291,3 +291,70 @@ fn bad_usage_is_exit_code_two_with_a_hint() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("window"));
 }
+
+#[test]
+fn the_report_shows_the_firmware_versions_of_flagged_nodes() {
+    use lemonade_spool::{Body, Record};
+    let c = Cluster::new("");
+    let spool = c.path("spool");
+    let (with, without) = (&c.truth.lemons[0], &c.truth.lemons[2]);
+    let version = |seq: u64, at: i64, entity: &str, value: &str| Record {
+        seq,
+        epoch: "e1".into(),
+        node: with.clone(),
+        at,
+        body: Body::Inventory {
+            check: "firmware".into(),
+            entity: entity.into(),
+            value: value.into(),
+        },
+    };
+    let t = c.truth.end - 86_400;
+    let records = [
+        version(1, t - 86_400, "bios", "1.6.7"),
+        version(2, t - 86_400, "mlx5_0", "28.39.1002"),
+        // Updated since: the latest version is the one shown.
+        version(3, t, "bios", "1.7.0"),
+    ];
+    lemonade_spool::write(&spool, with, &records, 1 << 20).unwrap();
+    let (file, events) = (c.path("sacct.txt"), c.path("events.txt"));
+    let ingest = c.lemon(&[
+        "--now",
+        &c.now(),
+        "ingest",
+        "--no-slurm",
+        "--sacct-file",
+        file.to_str().unwrap(),
+        "--events-file",
+        events.to_str().unwrap(),
+        "--spool-dir",
+        spool.to_str().unwrap(),
+    ]);
+    assert_eq!(ingest.status.code(), Some(0), "{}", text(&ingest));
+    let report = c.lemon(&["--now", &c.now(), "report"]);
+    let out = String::from_utf8_lossy(&report.stdout);
+    let block = |node: &str| -> String {
+        // The node's line and its indented lines, up to the next node.
+        let from = out
+            .find(&format!("\n  {node}: "))
+            .expect("flagged node in the report");
+        let mut lines = out[from + 1..].lines();
+        let head = lines.next().unwrap_or_default();
+        std::iter::once(head)
+            .chain(lines.take_while(|l| l.starts_with("    ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        block(with).contains("    firmware: bios=1.7.0 mlx5_0=28.39.1002"),
+        "{out}"
+    );
+    assert!(
+        block(without).contains("    firmware: none exported"),
+        "{out}"
+    );
+    let md = c.lemon(&["--now", &c.now(), "report", "--format", "markdown"]);
+    assert!(
+        String::from_utf8_lossy(&md.stdout).contains("  * firmware: bios=1.7.0 mlx5_0=28.39.1002")
+    );
+}

@@ -94,6 +94,14 @@ pub enum Body {
     },
     /// We changed the node's Slurm state (drain, down, resume).
     StateChange { action: String, reason: String },
+    /// A firmware version the node runs (`firmware`/`bios`, `firmware`/`mlx5_0`),
+    /// sent when it is first seen or changes: the head node's lemon report
+    /// shows the versions of flagged nodes.
+    Inventory {
+        check: String,
+        entity: String,
+        value: String,
+    },
 }
 
 #[derive(Debug, Error)]

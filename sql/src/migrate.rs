@@ -32,6 +32,10 @@ const LEMON: &[(&str, &str)] = &[
         "0003_job_name.sql",
         include_str!("../migrations/lemon/0003_job_name.sql"),
     ),
+    (
+        "0004_inventory_index.sql",
+        include_str!("../migrations/lemon/0004_inventory_index.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {

@@ -345,6 +345,19 @@ impl NodeStore {
         Ok(self.runs_since(i64::MIN, 1)?.into_iter().next())
     }
 
+    /// Saves the state kept under `key` (JSON text) outside a run: what the
+    /// export last sent, for instance.
+    pub fn set_check_state(&self, key: &str, state: &str, at: i64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO check_state (check_name, state, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(check_name) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+                rusqlite::params![key, state, at],
+            )
+            .map(|_| ())
+            .map_err(self.wrap())
+    }
+
     /// State of one check (JSON text).
     pub fn check_state(&self, check: &str) -> Result<Option<String>, StoreError> {
         self.conn

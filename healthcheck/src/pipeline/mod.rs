@@ -17,7 +17,7 @@ pub mod exit;
 pub mod session;
 
 use crate::check::Check;
-use crate::export::{self, Exported};
+use crate::export::{self, Exported, Inventory};
 use crate::finding::worst;
 use crate::policy::{self, Outcome as PolicyOutcome, PolicyResult};
 use crate::record::{self, RunOptions, RunReport};
@@ -172,7 +172,21 @@ fn after_checks(
         &with_policy(report.clone(), &policy),
         &policy.changes,
     ));
+    let inventory = Inventory::of_run(report);
+    let sent = session
+        .writable()
+        .map(|s| Inventory::sent(s))
+        .unwrap_or_default();
+    let changes = inventory.changes_since(&sent);
+    let changed = !changes.is_empty();
+    bodies.extend(changes);
     let exported = export_with(config, session, &request.run.node, request.run.now, bodies);
+    if let (true, Ok(_), Some(_), Some(store)) =
+        (changed, &exported, &config.spool.dir, session.writable())
+    {
+        // Not fatal: unsaved, the versions are sent again next time.
+        let _ = inventory.save_as_sent(sent, store, request.run.now.timestamp());
+    }
     (policy, exported)
 }
 

@@ -212,6 +212,17 @@ impl<'a> Flat<'a> {
                 detail: Some(reason),
                 ..Flat::default()
             },
+            Body::Inventory {
+                check,
+                entity,
+                value,
+            } => Flat {
+                kind: "inventory",
+                check: Some(check),
+                entity: Some(entity),
+                detail: Some(value),
+                ..Flat::default()
+            },
         }
     }
 }

@@ -31,7 +31,14 @@ pub fn evaluate(
             &data.board_name,
         ),
     ] {
-        let Some(want) = want else { continue };
+        let Some(want) = want else {
+            // Nothing to judge, but the version is worth knowing (the
+            // export sends it; the lemon report shows it for lemons).
+            if let Some(have) = have {
+                findings.push(Finding::ok(NAME, entity).actual(have));
+            }
+            continue;
+        };
         findings.push(match have {
             None => Finding::unknown(
                 NAME,
@@ -216,7 +223,9 @@ mod tests {
             problems(&evaluate(&data(vec![]), &s, &[])),
             [("board".into(), FIRMWARE_MISMATCH.into(), Severity::Drain)]
         );
-        assert!(evaluate(&data(vec![]), &FirmwareSettings::default(), &[]).is_empty());
+        let unjudged = evaluate(&data(vec![]), &FirmwareSettings::default(), &[]);
+        assert!(problems(&unjudged).is_empty());
+        assert!(unjudged.iter().all(|f| f.is_ok() && f.actual.is_some()));
         let no_dmi = FirmwareData::default();
         let found = evaluate(&no_dmi, &s, &[]);
         assert_eq!(found[0].severity, Severity::Unknown);
