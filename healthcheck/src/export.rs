@@ -61,8 +61,15 @@ impl Inventory {
     /// Where the node database keeps what was sent (a `check_state` key no
     /// check uses).
     const KEY: &'static str = "export.inventory";
-    /// The checks whose findings carry versions.
-    const CHECKS: &'static [&'static str] = &["firmware"];
+    /// The findings that carry a version: every `firmware` finding with a
+    /// value, and a GPU's VBIOS (its ok or `VBIOS_MISMATCH` finding).
+    fn is_version(f: &Finding) -> bool {
+        match f.check.as_str() {
+            "firmware" => true,
+            "gpu" => f.is_ok() || f.code == "VBIOS_MISMATCH",
+            _ => false,
+        }
+    }
 
     /// The versions in `report`'s findings, ok or not.
     pub fn of_run(report: &RunReport) -> Inventory {
@@ -74,7 +81,7 @@ impl Inventory {
         Inventory(
             findings
                 .iter()
-                .filter(|f| Self::CHECKS.contains(&f.check.as_str()))
+                .filter(|f| Self::is_version(f))
                 .filter_map(|f| Some((format!("{}/{}", f.check, f.entity), f.actual.clone()?)))
                 .collect(),
         )
@@ -363,7 +370,17 @@ mod tests {
             .iter()
             .map(|&(entity, v)| Finding::ok("firmware", entity).actual(v))
             .collect();
-        // Values of other checks are not versions.
+        // A GPU's VBIOS is one; other values are not versions.
+        found.push(Finding::ok("gpu", "gpu0").actual("96.00.89.00.01"));
+        found.push(
+            Finding::new(
+                "gpu",
+                "node",
+                "GPU_COUNT_HIGH",
+                lemonade_config::Severity::Warning,
+            )
+            .actual("9"),
+        );
         found.push(Finding::ok("memory", "node").actual("512 GiB"));
         found
     }
@@ -391,7 +408,11 @@ mod tests {
         let sent = Inventory::sent(&store);
         assert_eq!(
             inventory_items(&first.changes_since(&sent)),
-            ["firmware/bios=1.6.7", "firmware/mlx5_0=28.39.1002"]
+            [
+                "firmware/bios=1.6.7",
+                "firmware/mlx5_0=28.39.1002",
+                "gpu/gpu0=96.00.89.00.01"
+            ]
         );
         first.save_as_sent(sent, &store, 100).unwrap();
         assert!(first.changes_since(&Inventory::sent(&store)).is_empty());

@@ -161,7 +161,11 @@ impl<'a> Report<'a> {
             Some([]) => "none exported (no [spool] dir, or no firmware check)".into(),
             Some(versions) => versions
                 .iter()
-                .map(|v| format!("{}={}", v.item.trim_start_matches("firmware/"), v.value))
+                .map(|v| match v.item.split_once('/') {
+                    Some(("gpu", gpu)) => format!("{gpu}.vbios={}", v.value),
+                    Some((_, entity)) => format!("{entity}={}", v.value),
+                    None => format!("{}={}", v.item, v.value),
+                })
                 .collect::<Vec<_>>()
                 .join(" "),
         }

@@ -315,6 +315,14 @@ fn the_report_shows_the_firmware_versions_of_flagged_nodes() {
         version(2, t - 86_400, "mlx5_0", "28.39.1002"),
         // Updated since: the latest version is the one shown.
         version(3, t, "bios", "1.7.0"),
+        Record {
+            body: Body::Inventory {
+                check: "gpu".into(),
+                entity: "gpu0".into(),
+                value: "96.00.89.00.01".into(),
+            },
+            ..version(4, t, "", "")
+        },
     ];
     lemonade_spool::write(&spool, with, &records, 1 << 20).unwrap();
     let (file, events) = (c.path("sacct.txt"), c.path("events.txt"));
@@ -346,7 +354,8 @@ fn the_report_shows_the_firmware_versions_of_flagged_nodes() {
             .join("\n")
     };
     assert!(
-        block(with).contains("    firmware: bios=1.7.0 mlx5_0=28.39.1002"),
+        block(with)
+            .contains("    firmware: bios=1.7.0 mlx5_0=28.39.1002 gpu0.vbios=96.00.89.00.01"),
         "{out}"
     );
     assert!(

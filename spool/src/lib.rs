@@ -94,7 +94,8 @@ pub enum Body {
     },
     /// We changed the node's Slurm state (drain, down, resume).
     StateChange { action: String, reason: String },
-    /// A firmware version the node runs (`firmware`/`bios`, `firmware`/`mlx5_0`),
+    /// A firmware version the node runs (`firmware`/`bios`, `firmware`/`mlx5_0`,
+    /// `gpu`/`gpu0` for a VBIOS),
     /// sent when it is first seen or changes: the head node's lemon report
     /// shows the versions of flagged nodes.
     Inventory {

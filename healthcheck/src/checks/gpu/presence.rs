@@ -162,7 +162,13 @@ pub fn evaluate(
             &mut findings,
         );
         if findings.len() == before {
-            findings.push(gpu.id.ok(NAME));
+            // The VBIOS version travels with the ok finding: the export
+            // sends it to the lemon report when it changes.
+            let ok = gpu.id.ok(NAME);
+            findings.push(match &access.vbios {
+                Some(vbios) => ok.actual(vbios),
+                None => ok,
+            });
         }
     }
     findings
