@@ -58,8 +58,12 @@ fn lemon_drains_the_failing_node_only() {
     let mut ids = jobs_on(&c, "node2", "kill -BUS $$", 4);
     // node4 fails them with a plain exit code its user shows nowhere else.
     ids.extend(jobs_on(&c, "node4", "exit 1", 4));
-    ids.extend(jobs_on(&c, "node1", "true", 3));
-    ids.extend(jobs_on(&c, "node3", "true", 3));
+    // The healthy nodes run jobs for a while, as a fleet does: the failing
+    // jobs end within a second, so without this the background would be two
+    // failing nodes' failures over seconds of exposure, and whether the test
+    // passed hung on how many whole seconds sacct gave each job.
+    ids.extend(jobs_on(&c, "node1", "sleep 10", 3));
+    ids.extend(jobs_on(&c, "node3", "sleep 10", 3));
     assert!(
         c.wait_until(Duration::from_secs(120), || all_finished(&c, &ids)),
         "jobs did not finish in accounting: {:?}",
