@@ -81,6 +81,8 @@ fn main() {
     let root = dir.path().join("node");
     std::fs::create_dir_all(&root).unwrap();
     lemonade_tests::fixture::compose("healthy", &root).expect("compose the fixture node");
+    // Probe every mount in a child as on a node, not the fixture's recorded results.
+    std::fs::remove_file(root.join(".lemonade/statfs.json")).expect("recorded statfs results");
     add_mounts(&root);
     let log_bytes = write_kmsg(&root.join("dev/kmsg"));
     let store = dir.path().join("node.db");

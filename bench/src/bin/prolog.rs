@@ -16,6 +16,8 @@ const LIMIT: Duration = Duration::from_millis(50);
 fn main() {
     let prolog = release_bin("lemonade-prolog");
     let node = fixture::node("healthy");
+    // Probe the mounts in a child as on a node, not the fixture's recorded results.
+    std::fs::remove_file(node.path("/.lemonade/statfs.json")).expect("recorded statfs results");
     let state = tempfile::tempdir().expect("temporary directory");
     let mut config = std::fs::read_to_string(fixture::node_config()).expect("fixture config");
     config.push_str(&format!(
