@@ -1,0 +1,84 @@
+//! Precision and recall of the lemon test over many generated histories:
+//! the README's table (seeds 1-20). For each multiplier of the lemons'
+//! hardware hazard it prints the lemons found, the nodes flagged, the
+//! confounders flagged, and what an oracle that knew every hardware failure
+//! no check caught would find with the same gate (3 failures on 2 days in
+//! the 28-day window): the ceiling of any detector on these histories.
+//!
+//!     cargo run --release -p lemonade-bench --bin blame [SEEDS]
+
+use lemon::{app, db, ingest};
+use lemonade_config::Config;
+use lemonade_tests::history::{generate, HistorySpec, HistoryTruth};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Lemons with at least 3 hardware failures no check caught, on 2 days,
+/// in the window that ends at `until`.
+fn oracle(truth: &HistoryTruth, until: i64) -> usize {
+    let since = until - 28 * 86_400;
+    truth
+        .lemons
+        .iter()
+        .filter(|lemon| {
+            let ends: Vec<i64> = truth
+                .hardware
+                .iter()
+                .filter(|h| &h.node == *lemon && !h.caught && h.end >= since)
+                .map(|h| h.end)
+                .collect();
+            let days: BTreeSet<i64> = ends.iter().map(|e| e / 86_400).collect();
+            ends.len() >= 3 && days.len() >= 2
+        })
+        .count()
+}
+
+fn main() {
+    let seeds: u64 = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("SEEDS: a number of seeds"))
+        .unwrap_or(20);
+    let config = Config::default();
+    println!("seeds 1-{seeds}, default [lemon] settings");
+    for factor in [3.0, 10.0, 30.0, 80.0] {
+        let (mut found, mut flagged, mut planted, mut confounders, mut best) = (0, 0, 0, 0, 0);
+        for seed in 1..=seeds {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            let mut conn =
+                db::open(&dir.path().join("lemon.db"), Duration::from_secs(5)).expect("lemon.db");
+            let (mut jobs, mut events) = (Vec::new(), Vec::new());
+            let truth = generate(
+                &HistorySpec::realistic(seed, factor),
+                &mut jobs,
+                &mut events,
+            )
+            .expect("generate");
+            ingest::sacct::ingest_reader(&conn, &jobs[..], "jobs", truth.end).expect("ingest");
+            let events = String::from_utf8(events).expect("events are text");
+            ingest::events::ingest_text(&mut conn, &events, "events").expect("ingest events");
+            let now = truth.end + 60;
+            let scores = app::score(&conn, &config, now).expect("score");
+            for v in scores.flagged() {
+                flagged += 1;
+                let node = &v.signals.node;
+                if truth.lemons.contains(node) {
+                    found += 1;
+                } else if truth.confounder_nodes.contains(node) {
+                    confounders += 1;
+                }
+            }
+            planted += truth.lemons.len();
+            best += oracle(&truth, now);
+        }
+        let precision = if flagged == 0 {
+            "n/a".to_string()
+        } else {
+            format!("{:.2}", found as f64 / flagged as f64)
+        };
+        println!(
+            "{factor:>3}x: found {found} of {planted} lemons (recall {:.2}), flagged {flagged} (precision {precision}), confounders flagged {confounders}, oracle {best} ({:.2})",
+            found as f64 / planted as f64,
+            best as f64 / planted as f64
+        );
+    }
+}
