@@ -47,6 +47,7 @@ pub struct Config {
     pub spool: SpoolSettings,
     pub engine: EngineSettings,
     pub policy: PolicySettings,
+    pub hooks: HooksSettings,
     pub checks: ChecksSettings,
     pub lemon: LemonSettings,
     /// The `[[node]]` override blocks as written. [`load`] has already applied

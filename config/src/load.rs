@@ -171,6 +171,24 @@ mod tests {
     }
 
     #[test]
+    fn confirm_runs_replace_the_defaults_and_an_impossible_one_names_its_line() {
+        let defaults = parse("", None).unwrap().policy.confirm_runs;
+        assert_eq!(defaults.len(), 2, "ib and nvlink by default");
+        let own = parse("[policy.confirm_runs]\nib = { runs = 3, of = 5 }\n", None).unwrap();
+        assert_eq!(own.policy.confirm_runs.len(), 1);
+        assert_eq!(own.policy.confirm_runs["ib"].runs, 3);
+        let off = parse("[policy.confirm_runs]\n", None).unwrap();
+        assert!(off.policy.confirm_runs.is_empty());
+        let err = parse(
+            "[policy.confirm_runs]\n\nnvlink = { runs = 4, of = 3 }\n",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.message.contains("runs <= of"), "{err}");
+    }
+
+    #[test]
     fn syntax_error_names_the_line() {
         let err = parse("[store\npath = 1\n", None).unwrap_err();
         assert_eq!(err.line, Some(1), "{err}");

@@ -2,6 +2,7 @@
 
 use lemonade_slurm::command::SlurmCommands;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -157,6 +158,76 @@ pub struct PolicySettings {
     /// How `down` takes the node out: `down` (State=DOWN, jobs requeued by
     /// slurmctld) or `drain-requeue` (DRAIN, then `scontrol requeue` of its jobs).
     pub down_action: DownAction,
+    /// Checks whose drain and down findings must be seen in `runs` of the
+    /// last `of` runs before they take the node out: links that flap
+    /// (NVLink right after a reboot, an IB port training). Checks not listed
+    /// act at once (a lost GPU, an uncorrectable ECC error).
+    pub confirm_runs: BTreeMap<String, ConfirmRuns>,
+}
+
+/// `N of M`: a finding takes the node out once it was seen in `runs` of the
+/// last `of` runs of its check.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, try_from = "RawConfirmRuns")]
+pub struct ConfirmRuns {
+    pub runs: u32,
+    pub of: u32,
+}
+
+/// The most runs a confirmation can look back over (a bit each, in a `u32`).
+pub const CONFIRM_RUNS_MAX: u32 = 32;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfirmRuns {
+    runs: u32,
+    of: u32,
+}
+
+impl TryFrom<RawConfirmRuns> for ConfirmRuns {
+    type Error = String;
+
+    fn try_from(raw: RawConfirmRuns) -> Result<Self, String> {
+        if raw.runs == 0 || raw.runs > raw.of || raw.of > CONFIRM_RUNS_MAX {
+            return Err(format!(
+                "confirm_runs: `runs = {}, of = {}` must have 1 <= runs <= of <= {CONFIRM_RUNS_MAX}",
+                raw.runs, raw.of
+            ));
+        }
+        Ok(ConfirmRuns {
+            runs: raw.runs,
+            of: raw.of,
+        })
+    }
+}
+
+/// `[hooks]`: commands told about every state change, one JSON object on
+/// stdin. Each is an argv list (never a shell string) and runs under
+/// `timeout_s`; a hook that fails or hangs is recorded and killed, and never
+/// holds up the run.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksSettings {
+    /// `[["/usr/local/sbin/open-ticket", "--queue", "hpc"], ...]`.
+    pub commands: Vec<Vec<String>>,
+    /// Deadline of each hook, in seconds.
+    pub timeout_s: f64,
+}
+
+impl Default for HooksSettings {
+    fn default() -> Self {
+        Self {
+            commands: Vec::new(),
+            timeout_s: 10.0,
+        }
+    }
+}
+
+impl HooksSettings {
+    /// The deadline as a duration, at least 10 ms.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.timeout_s.max(0.01))
+    }
 }
 
 impl Default for PolicySettings {
@@ -168,6 +239,10 @@ impl Default for PolicySettings {
             auto_resume_checks: vec!["mounts".to_string()],
             fleet_breaker_fraction: 0.10,
             down_action: DownAction::Down,
+            confirm_runs: BTreeMap::from([
+                ("ib".to_string(), ConfirmRuns { runs: 2, of: 3 }),
+                ("nvlink".to_string(), ConfirmRuns { runs: 2, of: 3 }),
+            ]),
         }
     }
 }

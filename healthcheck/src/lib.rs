@@ -13,6 +13,7 @@
 //! * [`output`]: human table, JSON, Prometheus textfile.
 //! * [`snapshot`]: capture what the checks read, for offline replay.
 //! * [`policy`]: findings to Slurm node state (drain, down, resume).
+//! * [`hooks`]: the site's commands told about every state change.
 //! * [`export`]: the spool export the head node reads.
 //! * [`baseline`]: a node's expectations as config (`healthcheck baseline`).
 
@@ -24,6 +25,7 @@ pub mod engine;
 pub mod export;
 pub mod finding;
 pub mod history;
+pub mod hooks;
 pub mod output;
 pub mod pipeline;
 pub mod policy;

@@ -5,7 +5,8 @@
 //! (they move jobs around the same nodes) and each uses nodes of its own:
 //! node2 XID, node3 mount, node4 administrator, node5 prolog (no periodic
 //! check there, so that the prolog is what finds its fault), node6 slurmctld
-//! gone; node1 is a healthy node for requeued jobs.
+//! gone, node7 debouncing and hooks (no periodic check either: the test's
+//! runs are its only runs); node1 is a healthy node for requeued jobs.
 //!
 //! Waits are bounded polls, generous for a loaded CI machine; they are
 //! correctness limits, not measurements (timings live in `bench/`).
@@ -22,9 +23,9 @@ const INTERVAL: u32 = 5;
 
 fn cluster() -> &'static Cluster {
     Cluster::shared(|| ClusterOptions {
-        nodes: 6,
+        nodes: 7,
         health_check_interval: Some(INTERVAL),
-        no_periodic_check: vec!["node5".into()],
+        no_periodic_check: vec!["node5".into(), "node7".into()],
         prolog: true,
         epilog: true,
         ..Default::default()
@@ -446,4 +447,97 @@ fn dry_run_prints_the_scontrol_argv_and_the_fleet_breaker_stands_down() {
         Some("breaker"),
         "{changes:?}"
     );
+}
+
+#[test]
+fn a_flapping_ib_port_waits_for_confirmation_and_a_confirmed_one_tells_the_hooks() {
+    let _t = turn();
+    let c = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let told = dir.path().join("told.jsonl");
+    let script = |name: &str, body: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let record = script(
+        "record",
+        &format!("cat >> {}; echo >> {}", told.display(), told.display()),
+    );
+    let hang = script("hang", "sleep 60");
+    // The default confirm_runs: ib 2 of 3.
+    let hooks = format!(
+        "\n[hooks]\ncommands = [[\"{}\"], [\"{}\"]]\ntimeout_s = 1.0\n",
+        record.display(),
+        hang.display()
+    );
+    let run = |fault: &str| {
+        let (out, _root) = healthcheck_on(
+            c,
+            "node7",
+            fault,
+            &hooks,
+            &["run", "--apply-policy", "--format", "json"],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.code(),
+            stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let out_of_service = || {
+        let (state, reason) = c.node_state("node7").unwrap();
+        (state.starts_with("down") || state.starts_with("drain")) && reason.starts_with("hc:")
+    };
+
+    // Seen once, then two clean runs, then once more: 1 of the last 3 each time.
+    for fault in ["ib-port-down", "healthy", "healthy", "ib-port-down"] {
+        let (code, stdout, stderr) = run(fault);
+        assert!(!out_of_service(), "{fault}: node7 taken out\n{stderr}");
+        if fault == "ib-port-down" {
+            assert_eq!(code, Some(1), "a warning while it waits\n{stderr}");
+            assert!(stdout.contains("seen in 1 of the last 3 runs"), "{stdout}");
+        }
+    }
+    assert!(!told.exists(), "no state change, no hook");
+
+    // Seen again in the next run: 2 of the last 3 take the node out.
+    let start = Instant::now();
+    let (code, _stdout, stderr) = run("ib-port-down");
+    let took = start.elapsed();
+    assert_eq!(code, Some(2), "{stderr}");
+    let (state, reason) = c.node_state("node7").unwrap();
+    assert!(
+        state.starts_with("down") && reason.starts_with("hc: IB_PORT_DOWN"),
+        "{state} {reason}"
+    );
+    // The recording hook heard of it; the hanging one was killed at its
+    // deadline without holding the run for its 60 s.
+    let line = std::fs::read_to_string(&told).unwrap();
+    let event: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(event["node"], "node7");
+    assert_eq!(event["event"], "down");
+    assert_eq!(event["outcome"], "applied");
+    assert_eq!(event["code"], "IB_PORT_DOWN");
+    assert_eq!(event["severity"], "down");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(
+        stderr.contains("hook") && stderr.contains("deadline"),
+        "{stderr}"
+    );
+    let hook_rows: Vec<_> = state_changes(c, "node7")
+        .into_iter()
+        .filter(|r| r.action == "hook")
+        .collect();
+    assert_eq!(hook_rows.len(), 2, "{hook_rows:?}");
+    assert!(hook_rows.iter().any(|r| r.outcome == "applied"));
+    assert!(hook_rows
+        .iter()
+        .any(|r| r.outcome == "failed" && r.detail.contains("deadline")));
+
+    c.run("scontrol", &["update", "NodeName=node7", "State=RESUME"])
+        .unwrap();
 }

@@ -19,7 +19,8 @@ pub mod session;
 use crate::check::Check;
 use crate::export::{self, Exported, Inventory};
 use crate::finding::worst;
-use crate::policy::{self, Outcome as PolicyOutcome, PolicyResult};
+use crate::hooks::{self, HookEvent};
+use crate::policy::{self, confirm, Outcome as PolicyOutcome, PolicyResult};
 use crate::record::{self, RunOptions, RunReport};
 use chrono::{DateTime, Utc};
 use exit::ExitStatus;
@@ -166,7 +167,8 @@ fn after_checks(
     session: &mut NodeSession,
     job_body: Option<Body>,
 ) -> (PolicyResult, Result<Exported, String>) {
-    let policy = policy::apply(config, report, request.dry_run, session);
+    let mut policy = policy::apply(config, report, request.dry_run, session);
+    run_hooks(config, request, report, &mut policy, session);
     let mut bodies: Vec<Body> = job_body.into_iter().collect();
     bodies.extend(export::bodies_of_run(
         &with_policy(report.clone(), &policy),
@@ -190,9 +192,89 @@ fn after_checks(
     (policy, exported)
 }
 
-/// The report with the policy's findings after the checks', and the exit
+/// Tells the `[hooks]` about the policy's state changes, and records how
+/// each hook run went as a `state_changes` row of its own.
+fn run_hooks(
+    config: &Config,
+    request: &Request,
+    report: &RunReport,
+    policy: &mut PolicyResult,
+    session: &mut NodeSession,
+) {
+    if config.hooks.commands.is_empty() || policy.changes.is_empty() {
+        return;
+    }
+    let dry_run = request.dry_run || config.policy.dry_run;
+    let path = session.path().to_path_buf();
+    let since = report.started_at.timestamp() - RUNNING_JOB_HORIZON_S;
+    let job_ids: Vec<String> = session
+        .readable()
+        .and_then(|s| node_jobs::jobs_since(s.connection(), &path, since).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|j| j.started_at.is_some() && j.ended_at.is_none())
+        .map(|j| j.job_id)
+        .collect();
+    let events: Vec<HookEvent> = policy
+        .changes
+        .iter()
+        .map(|c| HookEvent::of(c, report, &job_ids))
+        .collect();
+    let runs = hooks::notify(&config.hooks, &events, dry_run);
+    let at = report.started_at.timestamp();
+    for run in &runs {
+        let event = &events[run.event];
+        match run.outcome {
+            PolicyOutcome::DryRun => policy
+                .messages
+                .push(format!("dry-run: hook {}", run.detail)),
+            PolicyOutcome::Failed => policy.messages.push(format!(
+                "healthcheck: hook `{}` failed: {}",
+                run.shown, run.detail
+            )),
+            _ => {}
+        }
+        if let Some(store) = session.writable() {
+            let row = node_jobs::StateChangeRow {
+                at,
+                run_id: report.run_id,
+                action: "hook".into(),
+                reason: event.reason.clone(),
+                causes: serde_json::to_string(&event.causes).unwrap_or_else(|_| "[]".into()),
+                outcome: run.outcome.as_str().to_string(),
+                detail: format!(
+                    "{} ({} {}): {}",
+                    run.shown, event.event, event.outcome, run.detail
+                ),
+            };
+            // Best effort, as the policy's own rows.
+            let _ = node_jobs::record_state_change(store.connection(), &path, &row);
+        }
+    }
+}
+
+/// How far back a job whose start was recorded, and its end not, still
+/// counts as running (an epilog that never ran must not name it forever).
+const RUNNING_JOB_HORIZON_S: i64 = 7 * 86_400;
+
+/// The report with the policy's findings after the checks', the findings
+/// that wait for confirmation as the warnings they are for now, and the exit
 /// status they make together.
 fn with_policy(mut report: RunReport, policy: &PolicyResult) -> RunReport {
+    if !policy.unconfirmed.is_empty() {
+        for f in report.findings.iter_mut() {
+            if let Some(w) = policy
+                .unconfirmed
+                .iter()
+                .find(|w| f.severity.removes_node() && confirm::same(f, w))
+            {
+                *f = w.clone();
+            }
+        }
+        // The checks' own status, as the store's troubles never count in it.
+        report.exit_code =
+            ExitStatus::of(worst(report.findings.iter().filter(|f| f.check != "store")));
+    }
     if policy
         .findings
         .iter()

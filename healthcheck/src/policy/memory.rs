@@ -1,5 +1,6 @@
 //! What the policy remembers between runs, kept as JSON in the node database:
-//! the unknown streak of each check, and what we drained the node for.
+//! the unknown streak of each check, what we drained the node for, and
+//! the recent runs of the findings that wait for confirmation.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -31,6 +32,9 @@ pub struct Memory {
     pub unknown_streak: BTreeMap<String, u32>,
     /// Set while the node carries a state change of ours.
     pub ours: Option<Ours>,
+    /// Per finding of a check with `confirm_runs` (`check code entity`):
+    /// the runs it was seen in, one bit each, the latest in bit 0.
+    pub seen: BTreeMap<String, u32>,
 }
 
 impl Memory {

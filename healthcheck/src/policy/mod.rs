@@ -4,6 +4,8 @@
 //!
 //! * `down` findings take the node out now (`State=DOWN`, so slurmctld
 //!   requeues its batch jobs; or `drain-requeue`), `drain` findings drain it;
+//! * a drain or down finding of a check in `confirm_runs` acts only once seen
+//!   in N of its last M runs ([`confirm`]); until then it is a warning;
 //! * `warning` and `unknown` are only recorded, but `unknown` on the same
 //!   check for `unknown_runs_to_warning` runs in a row adds a warning of its own;
 //! * the reason is ours (`hc: <CODE> <entity>`), and a reason without our
@@ -18,6 +20,7 @@
 //!
 //! Every change (and every refusal to change) is a row of `state_changes`.
 
+pub mod confirm;
 pub mod memory;
 pub mod reason;
 pub mod slurm;
@@ -86,6 +89,9 @@ pub struct PolicyResult {
     pub findings: Vec<Finding>,
     /// Lines for stderr: the dry-run commands, the breaker's alarm.
     pub messages: Vec<String>,
+    /// Drain and down findings that wait for confirmation, as the warnings
+    /// they stand for meanwhile (see [`confirm`]).
+    pub unconfirmed: Vec<Finding>,
 }
 
 /// Applies the policy to a finished run and returns what it adds: its state
@@ -168,7 +174,16 @@ pub fn decide(
 ) -> PolicyResult {
     let mut result = PolicyResult::default();
     unknown_streaks(config, report, memory, &mut result);
-    let causes = reason::causes(&report.findings);
+    result.unconfirmed =
+        confirm::unconfirmed(&config.policy.confirm_runs, report, &mut memory.seen);
+    let confirmed: Vec<Finding> = report
+        .findings
+        .iter()
+        .filter(|f| !result.unconfirmed.iter().any(|w| confirm::same(f, w)))
+        .cloned()
+        .collect();
+    let causes = reason::causes(&confirmed);
+    let waiting = !result.unconfirmed.is_empty();
     let mut ctx = Ctx {
         config,
         now: report.started_at.timestamp(),
@@ -180,7 +195,8 @@ pub fn decide(
     };
     if !causes.is_empty() {
         take_out(&mut ctx, &causes, memory);
-    } else if memory.ours.is_some() {
+    } else if memory.ours.is_some() && !waiting {
+        // A run with a finding that waits is not clean.
         maybe_resume(&mut ctx, report, memory);
     }
     ctx.result

@@ -8,7 +8,7 @@ use crate::engine::CheckSummary;
 use crate::record::Trigger;
 use std::time::Duration;
 
-fn report(findings: Vec<Finding>) -> RunReport {
+pub(crate) fn report(findings: Vec<Finding>) -> RunReport {
     let checks = findings
         .iter()
         .map(|f| CheckSummary {

@@ -1,0 +1,339 @@
+//! `[hooks]`: the site's commands, told about every state change the policy
+//! made or tried (drain, down, resume, requeue; applied, refused by the
+//! breaker, failed), with one JSON object on stdin. This is how a site opens
+//! a ticket or posts to a chat channel (`packaging/hooks/`).
+//!
+//! A hook is an argv list run without a shell, in a process group of its
+//! own, under `[hooks] timeout_s`: at the deadline the whole group is killed,
+//! so a hook that forks `curl` and hangs costs the run its timeout and no
+//! more. Every hook run is a `state_changes` row (`action = hook`), failed or
+//! not; a failure is also a line on stderr. `--dry-run` prints the hook and
+//! its input instead of running it.
+
+use crate::policy::{Outcome, StateChange};
+use crate::record::RunReport;
+use lemonade_config::HooksSettings;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What a hook reads on stdin: one state change.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HookEvent {
+    pub node: String,
+    /// Unix seconds of the run.
+    pub at: i64,
+    /// `drain`, `down`, `resume` or `requeue`.
+    pub event: String,
+    /// `applied`, `dry-run`, `failed`, `breaker` or `skipped`.
+    pub outcome: String,
+    pub reason: String,
+    /// The first cause's code (`XID_79`), empty when there is none.
+    pub code: String,
+    /// The worst severity among the causes this run saw; `None` for a resume.
+    pub severity: Option<String>,
+    /// The first cause's repair action (`reboot`, `reset-gpu`, ...), as its
+    /// finding says; `None` for a resume.
+    pub action: Option<String>,
+    /// Every cause: `{check, code, entity}`.
+    pub causes: Vec<crate::policy::memory::Cause>,
+    /// Jobs running on the node as its prolog and epilog recorded them.
+    pub job_ids: Vec<String>,
+}
+
+impl HookEvent {
+    /// The event of `change`, with the severity and action of its causes in `report`.
+    pub fn of(change: &StateChange, report: &RunReport, job_ids: &[String]) -> HookEvent {
+        let findings: Vec<&crate::finding::Finding> = change
+            .causes
+            .iter()
+            .filter_map(|c| {
+                report
+                    .findings
+                    .iter()
+                    .find(|f| f.check == c.check && f.code == c.code && f.entity == c.entity)
+            })
+            .collect();
+        let resume = change.action == "resume";
+        HookEvent {
+            node: report.node.clone(),
+            at: report.started_at.timestamp(),
+            event: change.action.clone(),
+            outcome: change.outcome.as_str().to_string(),
+            reason: change.reason.clone(),
+            code: change
+                .causes
+                .first()
+                .map(|c| c.code.clone())
+                .unwrap_or_default(),
+            severity: (!resume)
+                .then(|| crate::finding::worst(findings.iter().copied()).to_string())
+                .filter(|_| !findings.is_empty()),
+            action: (!resume)
+                .then(|| findings.first().map(|f| f.action.to_string()))
+                .flatten(),
+            causes: change.causes.clone(),
+            job_ids: job_ids.to_vec(),
+        }
+    }
+}
+
+/// How one hook run went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookRun {
+    /// Index of the event it was told about.
+    pub event: usize,
+    /// The hook as it would be typed.
+    pub shown: String,
+    pub outcome: Outcome,
+    /// `ok in 12 ms`, `exited with status 3: <stderr>`, `killed at the 10 s deadline`.
+    pub detail: String,
+}
+
+/// Runs every hook for every change; in dry-run, shows them instead.
+pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> Vec<HookRun> {
+    let mut runs = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        let input = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
+        for argv in settings.commands.iter().filter(|a| !a.is_empty()) {
+            let shown = shown(argv);
+            if dry_run {
+                runs.push(HookRun {
+                    event: i,
+                    detail: format!("{shown} <<< {input}"),
+                    shown,
+                    outcome: Outcome::DryRun,
+                });
+                continue;
+            }
+            let (outcome, detail) = match run_one(argv, input.as_bytes(), settings.timeout()) {
+                Ok(elapsed) => (
+                    Outcome::Applied,
+                    format!("ok in {:.0} ms", elapsed.as_secs_f64() * 1000.0),
+                ),
+                Err(e) => (Outcome::Failed, e),
+            };
+            runs.push(HookRun {
+                event: i,
+                shown,
+                outcome,
+                detail,
+            });
+        }
+    }
+    runs
+}
+
+fn shown(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if a.chars()
+                .any(|c| c.is_whitespace() || c == '\'' || c == '"')
+            {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs one hook with `input` on stdin, killing its process group at `timeout`.
+fn run_one(argv: &[String], input: &[u8], timeout: Duration) -> Result<Duration, String> {
+    let start = Instant::now();
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("could not start: {e}"))?;
+    // A hook that never reads its stdin must not block us on a full pipe.
+    if let Some(mut stdin) = child.stdin.take() {
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    if let Some(mut stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = stderr.read_to_end(&mut s);
+            let _ = tx.send(s);
+        });
+    }
+    let group = Pid::from_raw(child.id() as i32);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = killpg(group, Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(format!(
+                    "killed at the {:.1} s deadline",
+                    timeout.as_secs_f64()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(format!("wait: {e}")),
+        }
+    };
+    if status.success() {
+        return Ok(start.elapsed());
+    }
+    // Whatever it left in the group (a forked child holding stderr) goes too.
+    let _ = killpg(group, Signal::SIGKILL);
+    let stderr = rx
+        .recv_timeout(timeout.saturating_sub(start.elapsed()))
+        .unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr);
+    let tail: String = stderr
+        .trim()
+        .chars()
+        .rev()
+        .take(200)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Err(format!("exited with {status}: {tail}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::memory::Cause;
+    use std::path::Path;
+
+    fn event() -> HookEvent {
+        HookEvent {
+            node: "node1".into(),
+            at: 1_700_000_000,
+            event: "down".into(),
+            outcome: "applied".into(),
+            reason: "hc: XID_79 gpu3".into(),
+            code: "XID_79".into(),
+            severity: Some("down".into()),
+            action: Some("reboot".into()),
+            causes: vec![Cause {
+                check: "xid".into(),
+                code: "XID_79".into(),
+                entity: "gpu3".into(),
+            }],
+            job_ids: vec!["42".into()],
+        }
+    }
+
+    fn script(dir: &Path, name: &str, body: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    }
+
+    fn settings(commands: Vec<Vec<String>>, timeout_s: f64) -> HooksSettings {
+        HooksSettings {
+            commands,
+            timeout_s,
+        }
+    }
+
+    #[test]
+    fn a_hook_reads_the_change_as_one_json_object_with_its_arguments_as_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("got");
+        let hook = script(
+            dir.path(),
+            "hook",
+            &format!("printf '%s\\n' \"$1\" > {0}; cat >> {0}", out.display()),
+        );
+        let runs = notify(
+            &settings(vec![vec![hook, "a b; rm -rf /".into()]], 5.0),
+            &[event()],
+            false,
+        );
+        assert_eq!(runs[0].outcome, Outcome::Applied, "{runs:?}");
+        let got = std::fs::read_to_string(&out).unwrap();
+        let (arg, json) = got.split_once('\n').unwrap();
+        assert_eq!(arg, "a b; rm -rf /", "one argument, no shell");
+        let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+        assert_eq!(v["node"], "node1");
+        assert_eq!(v["code"], "XID_79");
+        assert_eq!(v["severity"], "down");
+        assert_eq!(v["action"], "reboot");
+        assert_eq!(v["job_ids"][0], "42");
+        assert_eq!(v["causes"][0]["entity"], "gpu3");
+    }
+
+    #[test]
+    fn a_failing_hook_is_recorded_with_its_status_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = script(dir.path(), "hook", "echo 'ticket system down' >&2; exit 3");
+        let runs = notify(&settings(vec![vec![hook]], 5.0), &[event()], false);
+        assert_eq!(runs[0].outcome, Outcome::Failed);
+        assert!(runs[0].detail.contains("3"), "{}", runs[0].detail);
+        assert!(
+            runs[0].detail.contains("ticket system down"),
+            "{}",
+            runs[0].detail
+        );
+        let missing = notify(
+            &settings(vec![vec!["/nonexistent/hook".into()]], 5.0),
+            &[event()],
+            false,
+        );
+        assert_eq!(missing[0].outcome, Outcome::Failed);
+        assert!(missing[0].detail.contains("could not start"));
+    }
+
+    #[test]
+    fn a_hanging_hook_and_what_it_forked_are_killed_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("child.pid");
+        // The forked `sleep` keeps stderr open: waiting for it would hang.
+        let hook = script(
+            dir.path(),
+            "hook",
+            &format!("sleep 60 & echo $! > {}; wait", pid_file.display()),
+        );
+        let start = Instant::now();
+        let runs = notify(&settings(vec![vec![hook]], 0.5), &[event()], false);
+        let took = start.elapsed();
+        assert_eq!(runs[0].outcome, Outcome::Failed);
+        assert!(runs[0].detail.contains("deadline"), "{}", runs[0].detail);
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed with its group (reaped by init: allow it a moment).
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.is_empty() || stat.contains(") Z ")
+        });
+        assert!(gone, "the hook's child {pid} still runs");
+    }
+
+    #[test]
+    fn dry_run_shows_the_hook_and_its_input_without_running_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let hook = script(dir.path(), "hook", &format!("touch {}", marker.display()));
+        let runs = notify(&settings(vec![vec![hook.clone()]], 5.0), &[event()], true);
+        assert_eq!(runs[0].outcome, Outcome::DryRun);
+        assert!(runs[0].detail.starts_with(&hook), "{}", runs[0].detail);
+        assert!(runs[0].detail.contains("\"XID_79\""));
+        assert!(!marker.exists());
+    }
+}
