@@ -71,12 +71,12 @@ impl HookEvent {
                 .first()
                 .map(|c| c.code.clone())
                 .unwrap_or_default(),
-            severity: (!resume)
-                .then(|| crate::finding::worst(findings.iter().copied()).to_string())
-                .filter(|_| !findings.is_empty()),
-            action: (!resume)
-                .then(|| findings.first().map(|f| f.action.to_string()))
-                .flatten(),
+            severity: (!resume && !findings.is_empty())
+                .then(|| crate::finding::worst(findings.iter().copied()).to_string()),
+            action: findings
+                .first()
+                .filter(|_| !resume)
+                .map(|f| f.action.to_string()),
             causes: change.causes.clone(),
             job_ids: job_ids.to_vec(),
         }
@@ -101,7 +101,7 @@ pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> 
     for (i, event) in events.iter().enumerate() {
         let input = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
         for argv in settings.commands.iter().filter(|a| !a.is_empty()) {
-            let shown = shown(argv);
+            let shown = lemonade_slurm::command::shown(argv.iter().map(String::as_str));
             if dry_run {
                 runs.push(HookRun {
                     event: i,
@@ -127,21 +127,6 @@ pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> 
         }
     }
     runs
-}
-
-fn shown(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if a.chars()
-                .any(|c| c.is_whitespace() || c == '\'' || c == '"')
-            {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            } else {
-                a.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Runs one hook with `input` on stdin, killing its process group at `timeout`.

@@ -190,19 +190,11 @@ pub fn active_lemons(conn: &Connection) -> Result<HashMap<i64, i64>> {
 /// seconds), or as ISO `YYYY-MM-DDTHH:MM:SS` (read as UTC) for histories
 /// exported without it. `Unknown`, `None` and empty are `Ok(None)`.
 pub fn parse_time(s: &str) -> Result<Option<i64>, String> {
-    let s = s.trim();
-    if s.is_empty() || s == "Unknown" || s == "None" || s == "N/A" {
-        return Ok(None);
-    }
-    if s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse::<i64>()
-            .map(Some)
-            .map_err(|_| format!("time `{s}` out of range"));
-    }
-    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S")
-        .map(|t| Some(t.and_utc().timestamp()))
-        .map_err(|_| format!("time `{s}` is neither unix seconds nor YYYY-MM-DDTHH:MM:SS"))
+    // UTC repeats no hour: every time has one reading.
+    let utc = crate::ingest::time_zone::Zone::Fixed(
+        chrono::FixedOffset::east_opt(0).expect("0 is an offset"),
+    );
+    crate::ingest::time_zone::parse_time(s, &utc).map(|t| t.map(|t| t.earliest()))
 }
 
 /// Formats unix seconds the way Slurm's `-S`/`-E`/`Start=` options read them:

@@ -97,21 +97,26 @@ impl SlurmCommands {
     /// How the command would be run, for `--dry-run` and logs: `/usr/bin/scontrol update ...`,
     /// with arguments quoted only for display.
     pub fn display(&self, name: &str, args: &[&str]) -> String {
-        let mut s = self.program(name).display().to_string();
-        for a in args {
-            s.push(' ');
+        let program = self.program(name).display().to_string();
+        shown(std::iter::once(program.as_str()).chain(args.iter().copied()))
+    }
+}
+
+/// An argv as a shell would need it typed, for display only (commands are
+/// always run as argv): words with blanks or quotes are single-quoted.
+pub fn shown<'a>(argv: impl IntoIterator<Item = &'a str>) -> String {
+    argv.into_iter()
+        .map(|a| {
             if a.chars()
                 .any(|c| c.is_whitespace() || c == '"' || c == '\'')
             {
-                s.push('\'');
-                s.push_str(&a.replace('\'', "'\\''"));
-                s.push('\'');
+                format!("'{}'", a.replace('\'', "'\\''"))
             } else {
-                s.push_str(a);
+                a.to_string()
             }
-        }
-        s
-    }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Spawns `cmd`, reads its output on threads (so a full pipe cannot block it),

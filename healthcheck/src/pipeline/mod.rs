@@ -235,19 +235,18 @@ fn run_hooks(
             _ => {}
         }
         if let Some(store) = session.writable() {
-            let row = node_jobs::StateChangeRow {
-                at,
-                run_id: report.run_id,
+            let change = policy::StateChange {
                 action: "hook".into(),
                 reason: event.reason.clone(),
-                causes: serde_json::to_string(&event.causes).unwrap_or_else(|_| "[]".into()),
-                outcome: run.outcome.as_str().to_string(),
+                causes: event.causes.clone(),
+                outcome: run.outcome,
                 detail: format!(
                     "{} ({} {}): {}",
                     run.shown, event.event, event.outcome, run.detail
                 ),
             };
             // Best effort, as the policy's own rows.
+            let row = policy::row(&change, at, report.run_id);
             let _ = node_jobs::record_state_change(store.connection(), &path, &row);
         }
     }

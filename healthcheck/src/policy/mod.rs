@@ -150,7 +150,8 @@ fn remember(
     }
 }
 
-fn row(change: &StateChange, at: i64, run_id: Option<i64>) -> StateChangeRow {
+/// The `state_changes` row of a change.
+pub(crate) fn row(change: &StateChange, at: i64, run_id: Option<i64>) -> StateChangeRow {
     StateChangeRow {
         at,
         run_id,
