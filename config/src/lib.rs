@@ -48,6 +48,7 @@ pub struct Config {
     pub engine: EngineSettings,
     pub policy: PolicySettings,
     pub hooks: HooksSettings,
+    pub remediation: RemediationSettings,
     pub checks: ChecksSettings,
     pub lemon: LemonSettings,
     /// The `[[node]]` override blocks as written. [`load`] has already applied

@@ -230,6 +230,52 @@ impl HooksSettings {
     }
 }
 
+/// `[remediation]`: what the periodic run repairs by itself on a node it
+/// took out, once the node has no jobs. `reset-gpu` findings: the reset
+/// command per GPU, then the GPU checks again; `reboot` findings (and resets
+/// that did not help): `scontrol reboot ASAP nextstate=DOWN`, and the first
+/// check after the reboot decides. `repair` and `investigate` are never
+/// automatic: they tell the hooks.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RemediationSettings {
+    /// False: findings take nodes out and stop there, as before.
+    pub enabled: bool,
+    /// The argv that resets one GPU; `{gpu}` is its index.
+    pub reset_command: Vec<String>,
+    /// Deadline of the reset command, and of the checks run after it.
+    pub reset_timeout_s: f64,
+    /// Automatic remediations of one node within `window_days` before it
+    /// stays out for a human.
+    pub max_remediations: u32,
+    pub window_days: u32,
+    /// Remediation breaker: no new reboot or reset while more than this
+    /// fraction of the node's partitions is rebooting or in remediation.
+    pub breaker_fraction: f64,
+}
+
+impl Default for RemediationSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            reset_command: ["nvidia-smi", "--gpu-reset", "-i", "{gpu}"]
+                .map(String::from)
+                .to_vec(),
+            reset_timeout_s: 120.0,
+            max_remediations: 3,
+            window_days: 7,
+            breaker_fraction: 0.10,
+        }
+    }
+}
+
+impl RemediationSettings {
+    /// The reset deadline as a duration, at least 10 ms.
+    pub fn reset_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.reset_timeout_s.max(0.01))
+    }
+}
+
 impl Default for PolicySettings {
     fn default() -> Self {
         Self {

@@ -13,14 +13,7 @@
 use crate::policy::{Outcome, StateChange};
 use crate::record::RunReport;
 use lemonade_config::HooksSettings;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use serde::Serialize;
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 /// What a hook reads on stdin: one state change.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -111,13 +104,14 @@ pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> 
                 });
                 continue;
             }
-            let (outcome, detail) = match run_one(argv, input.as_bytes(), settings.timeout()) {
-                Ok(elapsed) => (
-                    Outcome::Applied,
-                    format!("ok in {:.0} ms", elapsed.as_secs_f64() * 1000.0),
-                ),
-                Err(e) => (Outcome::Failed, e),
-            };
+            let (outcome, detail) =
+                match crate::bounded::run(argv, input.as_bytes(), settings.timeout()) {
+                    Ok(done) => (
+                        Outcome::Applied,
+                        format!("ok in {:.0} ms", done.elapsed.as_secs_f64() * 1000.0),
+                    ),
+                    Err(e) => (Outcome::Failed, e),
+                };
             runs.push(HookRun {
                 event: i,
                 shown,
@@ -129,74 +123,12 @@ pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> 
     runs
 }
 
-/// Runs one hook with `input` on stdin, killing its process group at `timeout`.
-fn run_one(argv: &[String], input: &[u8], timeout: Duration) -> Result<Duration, String> {
-    let start = Instant::now();
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("could not start: {e}"))?;
-    // A hook that never reads its stdin must not block us on a full pipe.
-    if let Some(mut stdin) = child.stdin.take() {
-        let input = input.to_vec();
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-    }
-    let (tx, rx) = mpsc::channel();
-    if let Some(mut stderr) = child.stderr.take() {
-        std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = stderr.read_to_end(&mut s);
-            let _ = tx.send(s);
-        });
-    }
-    let group = Pid::from_raw(child.id() as i32);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = killpg(group, Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(format!(
-                    "killed at the {:.1} s deadline",
-                    timeout.as_secs_f64()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(format!("wait: {e}")),
-        }
-    };
-    if status.success() {
-        return Ok(start.elapsed());
-    }
-    // Whatever it left in the group (a forked child holding stderr) goes too.
-    let _ = killpg(group, Signal::SIGKILL);
-    let stderr = rx
-        .recv_timeout(timeout.saturating_sub(start.elapsed()))
-        .unwrap_or_default();
-    let stderr = String::from_utf8_lossy(&stderr);
-    let tail: String = stderr
-        .trim()
-        .chars()
-        .rev()
-        .take(200)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    Err(format!("exited with {status}: {tail}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::memory::Cause;
     use std::path::Path;
+    use std::time::{Duration, Instant};
 
     fn event() -> HookEvent {
         HookEvent {
@@ -212,6 +144,8 @@ mod tests {
                 check: "xid".into(),
                 code: "XID_79".into(),
                 entity: "gpu3".into(),
+                action: lemonade_config::Action::None,
+                pci: None,
             }],
             job_ids: vec!["42".into()],
         }

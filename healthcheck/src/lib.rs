@@ -13,11 +13,14 @@
 //! * [`output`]: human table, JSON, Prometheus textfile.
 //! * [`snapshot`]: capture what the checks read, for offline replay.
 //! * [`policy`]: findings to Slurm node state (drain, down, resume).
+//! * [`repair`]: the periodic run's GPU resets and reboots of nodes it took out.
 //! * [`hooks`]: the site's commands told about every state change.
+//! * [`bounded`]: outside programs as argv under a deadline.
 //! * [`export`]: the spool export the head node reads.
 //! * [`baseline`]: a node's expectations as config (`healthcheck baseline`).
 
 pub mod baseline;
+pub mod bounded;
 pub mod check;
 pub mod checks;
 pub mod cli;
@@ -30,6 +33,7 @@ pub mod output;
 pub mod pipeline;
 pub mod policy;
 pub mod record;
+pub mod repair;
 pub mod root;
 pub mod snapshot;
 pub mod status_file;

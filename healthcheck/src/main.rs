@@ -114,6 +114,24 @@ fn load_config(
     lemonade_config::load(&global.config, Some(node))
 }
 
+/// This very program with this run's config, root and node: the checks run
+/// again in a fresh process after a GPU reset (see `healthcheck::repair`).
+fn recheck_argv(global: &GlobalArgs, node: &str) -> Vec<String> {
+    let Ok(exe) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    vec![
+        path(&exe),
+        "--config".into(),
+        path(&global.config),
+        "--root".into(),
+        path(&global.root),
+        "--node".into(),
+        node.to_string(),
+    ]
+}
+
 /// `--node`, else `$SLURMD_NODENAME`, else the short host name.
 fn node_name(global: &GlobalArgs) -> Result<String> {
     lemonade_slurm::node_name::of_this_process(global.node.as_deref()).context(
@@ -132,6 +150,7 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         None => chrono::Utc::now(),
     };
     let root = Arc::new(NodeRoot::new(&global.root));
+    let request_node = node.clone();
     let request = Request {
         store: StoreUse::for_run(!args.no_record, root.is_live(), global.use_store),
         run: RunOptions {
@@ -146,6 +165,7 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         apply_policy: args.apply_policy,
         dry_run: global.dry_run,
         job_record: None,
+        recheck: recheck_argv(global, &request_node),
     };
     let outcome = pipeline::run(config, &checks::all(), &request).map_err(anyhow::Error::msg)?;
     for line in outcome.stderr_lines() {

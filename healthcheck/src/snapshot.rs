@@ -64,6 +64,7 @@ pub fn capture(
         apply_policy: false,
         dry_run: true,
         job_record: None,
+        recheck: Vec::new(),
     };
     let report = pipeline::run(Ok(config.clone()), registry, &request)
         .map_err(SnapshotError::Run)?

@@ -158,6 +158,7 @@ fn run(
         apply_policy: true,
         dry_run: args.dry_run,
         job_record,
+        recheck: Vec::new(),
     };
     let outcome = match pipeline::run(config, &checks::all(), &request) {
         Ok(o) => o,

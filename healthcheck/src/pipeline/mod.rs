@@ -7,6 +7,7 @@
 //!   → run the checks with their previous state
 //!   → record the run
 //!   → policy (drain, down, resume)     returns what it adds
+//!   → remediation (reset, reboot; periodic runs only)
 //!   → export for the head node
 //!   → the report and the exit status
 //! ```
@@ -22,6 +23,7 @@ use crate::finding::worst;
 use crate::hooks::{self, HookEvent};
 use crate::policy::{self, confirm, Outcome as PolicyOutcome, PolicyResult};
 use crate::record::{self, RunOptions, RunReport};
+use crate::repair;
 use chrono::{DateTime, Utc};
 use exit::ExitStatus;
 use lemonade_config::{Config, ConfigError, Severity};
@@ -42,6 +44,9 @@ pub struct Request {
     pub dry_run: bool,
     /// The job's start (prolog) or end (epilog), recorded before the checks.
     pub job_record: Option<JobRecord>,
+    /// This program's argv (config, root, node) to run checks again in a
+    /// fresh process after a GPU reset; empty where the run cannot.
+    pub recheck: Vec<String>,
 }
 
 /// A job seen by the prolog or the epilog.
@@ -168,6 +173,16 @@ fn after_checks(
     job_body: Option<Body>,
 ) -> (PolicyResult, Result<Exported, String>) {
     let mut policy = policy::apply(config, report, request.dry_run, session);
+    let repaired = repair::apply(
+        config,
+        report,
+        &policy,
+        request.dry_run,
+        &request.recheck,
+        session,
+    );
+    policy.changes.extend(repaired.changes);
+    policy.messages.extend(repaired.messages);
     run_hooks(config, request, report, &mut policy, session);
     let mut bodies: Vec<Body> = job_body.into_iter().collect();
     bodies.extend(export::bodies_of_run(

@@ -1,7 +1,9 @@
 //! What the policy remembers between runs, kept as JSON in the node database:
 //! the unknown streak of each check, what we drained the node for, and
-//! the recent runs of the findings that wait for confirmation.
+//! the recent runs of the findings that wait for confirmation, and the
+//! remediations tried.
 
+use lemonade_config::Action;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -11,6 +13,21 @@ pub struct Cause {
     pub check: String,
     pub code: String,
     pub entity: String,
+    /// What the finding asks for (`reset-gpu`, `reboot`, ...): the
+    /// remediation acts on it. Older memories have none.
+    #[serde(default = "no_action", skip_serializing_if = "is_no_action")]
+    pub action: Action,
+    /// The GPU's PCI bus id, for a reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci: Option<String>,
+}
+
+fn no_action() -> Action {
+    Action::None
+}
+
+fn is_no_action(a: &Action) -> bool {
+    *a == Action::None
 }
 
 /// The node is out of service because of us.
@@ -35,6 +52,30 @@ pub struct Memory {
     /// Per finding of a check with `confirm_runs` (`check code entity`):
     /// the runs it was seen in, one bit each, the latest in bit 0.
     pub seen: BTreeMap<String, u32>,
+    /// What the remediation tried, and what it waits for.
+    pub repairs: Repairs,
+}
+
+/// The remediation's memory (see [`crate::repair`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Repairs {
+    /// When each automatic remediation was started, for the ladder; those
+    /// older than its window are dropped.
+    pub started_at: Vec<i64>,
+    /// A reboot we asked Slurm for; the first run after it decides.
+    pub reboot: Option<PendingReboot>,
+    /// The reason (ours, without remarks) a human was called for: nothing
+    /// more is tried for it.
+    pub handed_over: Option<String>,
+}
+
+/// A reboot asked for, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingReboot {
+    pub at: i64,
+    /// Our reason when the reboot was asked for (without ` reboot`).
+    pub reason: String,
 }
 
 impl Memory {

@@ -194,7 +194,10 @@ pub fn decide(
         before_slurm,
         result,
     };
-    if !causes.is_empty() {
+    if memory.repairs.reboot.is_some() {
+        // Between `scontrol reboot` and the first run after it, the node is
+        // the remediation's: an update now could cancel the reboot.
+    } else if !causes.is_empty() {
         take_out(&mut ctx, &causes, memory);
     } else if memory.ours.is_some() && !waiting {
         // A run with a finding that waits is not clean.
@@ -305,6 +308,8 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
             check: f.check.clone(),
             code: f.code.clone(),
             entity: f.entity.clone(),
+            action: f.action,
+            pci: f.pci_bus_id.clone(),
         })
         .collect();
 
@@ -332,8 +337,9 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
     } else {
         current.is_drain() || current.is_down()
     };
-    if state_done && current.reason == reason {
-        // Already out for this very reason: nothing to tell Slurm again.
+    if state_done && reason::is_ours_remarked(&current.reason, &reason) {
+        // Already out for this very reason (or for it with the remediation's
+        // remark, `... human needed`): nothing to tell Slurm again.
         keep_ours(memory, action, &reason, cause_list, ctx.now);
         return;
     }

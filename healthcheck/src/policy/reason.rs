@@ -50,10 +50,40 @@ pub fn code_of(reason: &str) -> Option<&str> {
         .map(|c| c.trim_end_matches(';'))
 }
 
+/// True when `current` is `reason`, or `reason` with one of the
+/// remediation's remarks after it (`hc: XID_48 gpu3 human needed`).
+pub fn is_ours_remarked(current: &str, reason: &str) -> bool {
+    match current.strip_prefix(reason) {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix(' ')
+            .is_some_and(|remark| crate::repair::plan::REMARKS.contains(&remark)),
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use lemonade_config::Severity;
+
+    #[test]
+    fn our_reason_with_a_remediation_remark_is_still_that_reason() {
+        assert!(is_ours_remarked("hc: XID_48 gpu3", "hc: XID_48 gpu3"));
+        assert!(is_ours_remarked(
+            "hc: XID_48 gpu3 human needed",
+            "hc: XID_48 gpu3"
+        ));
+        assert!(is_ours_remarked(
+            "hc: XID_48 gpu3 reboot did not help",
+            "hc: XID_48 gpu3"
+        ));
+        assert!(!is_ours_remarked(
+            "hc: XID_48 gpu3; +1: XID_48 gpu4",
+            "hc: XID_48 gpu3"
+        ));
+        assert!(!is_ours_remarked("hc: XID_48 gpu31", "hc: XID_48 gpu3"));
+    }
 
     #[test]
     fn most_severe_first_within_twenty_chars_and_under_255_bytes() {

@@ -123,6 +123,8 @@ fn resume_waits_for_k_clean_runs_and_only_for_auto_resumable_causes() {
             check: check.into(),
             code: "X".into(),
             entity: "e".into(),
+            action: lemonade_config::Action::None,
+            pci: None,
         }],
         at: 0,
         clean_runs: 0,

@@ -319,6 +319,14 @@ fn bound(state: &mut XidState, s: &XidSettings) {
     }
 }
 
+/// After a GPU reset that left the GPU's own checks clean (see
+/// `crate::repair`), the XIDs seen on it up to `at` are history: a `down`
+/// XID holds its GPU until a reboot or such a reset, not beyond.
+pub fn forget_before_reset(state: &mut XidState, pci: &str, at: i64) {
+    let bus = parse::normalize_bus(pci).unwrap_or_else(|| pci.to_ascii_lowercase());
+    state.tallies.retain(|t| !(t.bus == bus && t.last_at <= at));
+}
+
 /// Why an XID counts now.
 enum Why {
     UntilReboot,
@@ -570,6 +578,27 @@ mod tests {
         assert_eq!(e.events.len(), 1);
         assert_eq!(e.events[0].occurred_at, BTIME + 100);
         assert_eq!((e.events[0].seq, e.events[0].code.as_str()), (2, "XID_79"));
+    }
+
+    #[test]
+    fn a_gpu_reset_forgets_that_gpus_xids_up_to_the_reset_only() {
+        let s = XidSettings::default();
+        let g = gathered(&[
+            (1, 10, &xid_line("0000:18:00", 48)),
+            (2, 10, &xid_line("0000:2a:00", 48)),
+        ]);
+        let mut state = evaluate(&g, &s, XidState::default(), BTIME + 20).state;
+        forget_before_reset(&mut state, "00000000:18:00.0", BTIME + 100);
+        let after = evaluate(&gathered(&[]), &s, state.clone(), BTIME + 200);
+        assert_eq!(worst_of(&after.findings, "gpu0").1, Severity::Ok);
+        assert_eq!(
+            worst_of(&after.findings, "gpu1"),
+            ("XID_48".into(), Severity::Down)
+        );
+        // An XID after the reset is not forgotten by it.
+        forget_before_reset(&mut state, "0000:2a:00.0", BTIME + 5);
+        let after = evaluate(&gathered(&[]), &s, state, BTIME + 200);
+        assert_eq!(worst_of(&after.findings, "gpu1").1, Severity::Down);
     }
 
     #[test]

@@ -1,0 +1,118 @@
+//! The remediation breaker: how many nodes of our partitions are rebooting
+//! or in a remediation of ours right now, from one `sinfo` call.
+
+use lemonade_slurm::command::{CommandError, SlurmCommands};
+use lemonade_slurm::reason::HEALTHCHECK_PREFIX;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the breaker saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Busy {
+    /// Nodes of the partitions this node is in.
+    pub nodes: usize,
+    /// The others among them that reboot or are in a remediation.
+    pub in_remediation: usize,
+}
+
+impl Busy {
+    /// One more may start while the busy ones and it stay within `fraction`
+    /// of the nodes; one node at a time always may.
+    pub fn allows_one_more(&self, fraction: f64) -> bool {
+        let limit = ((self.nodes as f64 * fraction).floor() as usize).max(1);
+        self.in_remediation < limit
+    }
+}
+
+/// One `sinfo` call: name, partition, state, reason of every node.
+pub fn count(cmds: &SlurmCommands, node: &str) -> Result<Busy, CommandError> {
+    let out = cmds.run("sinfo", &["-h", "-N", "-o", "%N|%R|%T|%E"])?;
+    Ok(parse(&out.stdout, node))
+}
+
+/// Parses `%N|%R|%T|%E` lines (the reason last: it may hold `|`).
+pub fn parse(stdout: &str, node: &str) -> Busy {
+    let mut by_partition: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut busy: BTreeSet<&str> = BTreeSet::new();
+    for line in stdout.lines() {
+        let mut parts = line.splitn(4, '|');
+        let (Some(name), Some(partition), Some(state)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let (name, state) = (name.trim(), state.trim().to_ascii_lowercase());
+        let reason = parts.next().unwrap_or("").trim();
+        by_partition
+            .entry(partition.trim())
+            .or_default()
+            .insert(name);
+        let rebooting = state.contains("reboot") || state.ends_with(['@', '^']);
+        let ours_under_way = reason.starts_with(HEALTHCHECK_PREFIX)
+            && (reason.ends_with(" reboot") || reason.ends_with(" reset"));
+        if rebooting || ours_under_way {
+            busy.insert(name);
+        }
+    }
+    let mine: BTreeSet<&str> = by_partition
+        .values()
+        .filter(|nodes| nodes.contains(node))
+        .flat_map(|nodes| nodes.iter().copied())
+        .collect();
+    Busy {
+        nodes: mine.len(),
+        in_remediation: mine
+            .iter()
+            .filter(|n| **n != node && busy.contains(*n))
+            .count(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebooting_nodes_and_our_remediations_of_our_partitions_count() {
+        let out = "\
+n1|gpu|draining@|hc: XID_79 gpu1 reboot
+n2|gpu|idle|none
+n3|gpu|down^|Reboot ASAP
+n4|gpu|drained|hc: ECC_VOLATILE_UNCORRECTED gpu0 reset
+n5|gpu|drained|hc: MOUNT_MISSING /x
+c1|cpu|down@|hc: XID_79 gpu0 reboot
+";
+        let b = parse(out, "n2");
+        assert_eq!(
+            b,
+            Busy {
+                nodes: 5,
+                in_remediation: 3
+            }
+        );
+        assert!(!b.allows_one_more(0.5), "2 of 5 at most");
+        assert!(parse(out, "n1").in_remediation == 2, "not itself");
+    }
+
+    #[test]
+    fn a_small_partition_still_repairs_one_node_at_a_time() {
+        let idle = Busy {
+            nodes: 4,
+            in_remediation: 0,
+        };
+        assert!(idle.allows_one_more(0.1));
+        let one = Busy {
+            nodes: 4,
+            in_remediation: 1,
+        };
+        assert!(!one.allows_one_more(0.1));
+        let big = Busy {
+            nodes: 1000,
+            in_remediation: 99,
+        };
+        assert!(big.allows_one_more(0.1));
+        assert!(!Busy {
+            in_remediation: 100,
+            ..big
+        }
+        .allows_one_more(0.1));
+    }
+}

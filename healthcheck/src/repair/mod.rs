@@ -1,0 +1,506 @@
+//! The remediation: the periodic run repairs a node it took out, by the
+//! action its findings name, and puts it back only after a clean check.
+//!
+//! * `reset-gpu`: once the node has no running job, the reset command per
+//!   GPU under its deadline, then the checks that took the node out run
+//!   again in a fresh process (NVML handles do not survive a reset). Clean:
+//!   the node is resumed, and the XIDs of the reset GPUs are history. Not
+//!   clean: a reboot.
+//! * `reboot`: `scontrol reboot ASAP nextstate=DOWN reason="hc: CODE entity
+//!   reboot"`. Slurm waits for the node's jobs, reboots it and keeps it DOWN:
+//!   the health check that slurmd runs at start comes *before* the node
+//!   registers, and a resume then would be undone by the registration, so it
+//!   is the first periodic run after the reboot (Slurm no longer showing the
+//!   reboot flags) that decides: clean, resume; the fault still there, the
+//!   node stays DOWN with `... reboot did not help` and a human is called.
+//!   With `nextstate=RESUME` the node would take jobs before any check ran.
+//! * `repair`, `investigate`: never automatic; the node stays out, its reason
+//!   says `human needed`, and the hooks hear of it (`hand-over`).
+//! * The ladder: at most `max_remediations` within `window_days` per node;
+//!   then the node stays out for a human.
+//! * The breaker: one `sinfo` call; no new reset or reboot while more than
+//!   `breaker_fraction` of the node's partitions is in a remediation.
+//!
+//! Every step is a `state_changes` row, honours `--dry-run` and is told to
+//! the hooks like the policy's own changes. Never in the prolog or epilog.
+
+pub mod breaker;
+pub mod plan;
+
+use crate::checks::xid::evaluate::{forget_before_reset, XidState};
+use crate::pipeline::session::NodeSession;
+use crate::policy::memory::{Memory, Ours, PendingReboot};
+use crate::policy::{confirm, slurm, Outcome, PolicyResult, StateChange};
+use crate::record::{RunReport, Trigger};
+use lemonade_config::Config;
+use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::reason::{owner, ReasonOwner};
+use lemonade_slurm::sinfo::{self, NodeState};
+use lemonade_sql::node_jobs;
+use plan::{remarked, GpuReset, HandOver, Step};
+
+/// Runs the remediation after the policy of a periodic run. Returns the
+/// changes and messages it adds (the pipeline tells the hooks and exports
+/// them with the policy's).
+pub fn apply(
+    config: &Config,
+    report: &RunReport,
+    policy: &PolicyResult,
+    dry_run: bool,
+    recheck: &[String],
+    session: &mut NodeSession,
+) -> PolicyResult {
+    let settings = &config.remediation;
+    // Slurm that just failed the policy is not asked again in this run.
+    let slurm_trouble = policy.changes.iter().any(|c| c.outcome == Outcome::Failed);
+    if !settings.enabled || report.trigger != Trigger::Periodic || slurm_trouble {
+        return PolicyResult::default();
+    }
+    let path = session.path().to_path_buf();
+    let Some(store) = session.writable() else {
+        // Without the node database there is no ladder: do nothing.
+        return PolicyResult::default();
+    };
+    let mut memory = Memory::parse(
+        node_jobs::policy_state(store.connection(), &path)
+            .ok()
+            .flatten()
+            .as_deref(),
+    );
+    let now = report.started_at.timestamp();
+    plan::prune(&mut memory.repairs, now, settings.window_days);
+    let mut ctx = Ctx {
+        config,
+        report,
+        dry_run: dry_run || config.policy.dry_run,
+        cmds: config.slurm.commands(),
+        result: PolicyResult::default(),
+        forget: Vec::new(),
+    };
+    match memory.ours.clone() {
+        None => memory.repairs.reboot = None,
+        Some(ours) if memory.repairs.reboot.is_some() => {
+            after_reboot(&mut ctx, &ours, policy, &mut memory)
+        }
+        Some(ours) => remediate(&mut ctx, &ours, recheck, &mut memory),
+    }
+    let _ = node_jobs::save_policy_state(store.connection(), &path, &memory.to_json());
+    for change in &ctx.result.changes {
+        let row = crate::policy::row(change, now, report.run_id);
+        let _ = node_jobs::record_state_change(store.connection(), &path, &row);
+    }
+    if !ctx.forget.is_empty() {
+        forget_xids(store, &ctx.forget, now);
+    }
+    ctx.result
+}
+
+struct Ctx<'a> {
+    config: &'a Config,
+    report: &'a RunReport,
+    dry_run: bool,
+    cmds: SlurmCommands,
+    result: PolicyResult,
+    /// PCI bus ids of GPUs reset clean: their XIDs so far are history.
+    forget: Vec<String>,
+}
+
+impl Ctx<'_> {
+    fn node(&self) -> &str {
+        &self.report.node
+    }
+
+    fn change(
+        &mut self,
+        action: &str,
+        reason: &str,
+        ours: &Ours,
+        outcome: Outcome,
+        detail: String,
+    ) {
+        if outcome != Outcome::Applied && outcome != Outcome::DryRun {
+            self.result
+                .messages
+                .push(format!("healthcheck: {action}: {detail}"));
+        }
+        self.result.changes.push(StateChange {
+            action: action.to_string(),
+            reason: reason.to_string(),
+            causes: ours.causes.clone(),
+            outcome,
+            detail,
+        });
+    }
+
+    /// Runs a Slurm command (or shows it in dry-run); records a failure.
+    fn slurm(
+        &mut self,
+        action: &str,
+        reason: &str,
+        ours: &Ours,
+        program: &str,
+        args: &[String],
+    ) -> bool {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let shown = self.cmds.display(program, &argv);
+        if self.dry_run {
+            self.result.messages.push(format!("dry-run: {shown}"));
+            self.change(action, reason, ours, Outcome::DryRun, shown);
+            return true;
+        }
+        match self.cmds.run(program, &argv) {
+            Ok(_) => {
+                self.change(action, reason, ours, Outcome::Applied, shown);
+                true
+            }
+            Err(e) => {
+                self.change(
+                    action,
+                    reason,
+                    ours,
+                    Outcome::Failed,
+                    format!("{shown}: {e}"),
+                );
+                false
+            }
+        }
+    }
+
+    /// The node as Slurm sees it, or a recorded failure.
+    fn node_state(&mut self, action: &str, ours: &Ours) -> Option<NodeState> {
+        match sinfo::node(&self.cmds, self.node()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.change(action, &ours.reason, ours, Outcome::Failed, e.to_string());
+                None
+            }
+        }
+    }
+
+    /// `scontrol update` keeping the node out (DOWN or DRAIN as it is) with `reason`.
+    fn keep_out(&mut self, action: &str, ours: &Ours, down: bool, reason: &str) -> bool {
+        let state = if down { "DOWN" } else { "DRAIN" };
+        let args = slurm::update_args(self.node(), state, Some(reason));
+        self.slurm(action, reason, ours, "scontrol", &args)
+    }
+}
+
+fn remediate(ctx: &mut Ctx, ours: &Ours, recheck: &[String], memory: &mut Memory) {
+    let step = plan::next_step(ours, &memory.repairs, &ctx.config.remediation, false);
+    if step == Step::Nothing {
+        return;
+    }
+    let Some(current) = ctx.node_state("remediation", ours) else {
+        return;
+    };
+    if owner(&current.reason) != ReasonOwner::HealthCheck {
+        // Someone else's reason, or none: the node is no longer ours to repair.
+        return;
+    }
+    let down = current.is_down() || ours.action == "down";
+    match step {
+        Step::Nothing => {}
+        Step::HandOver(why) => hand_over(ctx, ours, down, &why, memory),
+        Step::Reset(gpus) => {
+            if !may_start(ctx, ours) {
+                return;
+            }
+            if reset(ctx, ours, down, &gpus, recheck, memory) {
+                return;
+            }
+            // The next rung, unless the ladder ends here.
+            match plan::next_step(ours, &memory.repairs, &ctx.config.remediation, true) {
+                Step::HandOver(why) => hand_over(ctx, ours, down, &why, memory),
+                _ => reboot(ctx, ours, memory),
+            }
+        }
+        Step::Reboot => {
+            if may_start(ctx, ours) {
+                reboot(ctx, ours, memory);
+            }
+        }
+    }
+}
+
+/// No running job, and the breaker lets a new remediation start.
+fn may_start(ctx: &mut Ctx, ours: &Ours) -> bool {
+    match slurm::running_jobs(&ctx.cmds, ctx.node()) {
+        Ok(jobs) if jobs.is_empty() => {}
+        // Jobs still run (a drain lets them end): the next run looks again.
+        Ok(_) => return false,
+        Err(e) => {
+            ctx.change(
+                "remediation",
+                &ours.reason,
+                ours,
+                Outcome::Failed,
+                e.to_string(),
+            );
+            return false;
+        }
+    }
+    let fleet = match breaker::count(&ctx.cmds, ctx.node()) {
+        Ok(f) => f,
+        Err(e) => {
+            ctx.change(
+                "remediation",
+                &ours.reason,
+                ours,
+                Outcome::Failed,
+                e.to_string(),
+            );
+            return false;
+        }
+    };
+    let fraction = ctx.config.remediation.breaker_fraction;
+    if fleet.allows_one_more(fraction) {
+        return true;
+    }
+    let detail = format!(
+        "remediation breaker: {} of {} nodes in our partitions are already rebooting or in \
+         remediation (limit {:.0}%); {} waits",
+        fleet.in_remediation,
+        fleet.nodes,
+        fraction * 100.0,
+        ctx.node()
+    );
+    ctx.change("remediation", &ours.reason, ours, Outcome::Breaker, detail);
+    false
+}
+
+/// Resets each GPU and checks again; true when the node was resumed clean.
+fn reset(
+    ctx: &mut Ctx,
+    ours: &Ours,
+    down: bool,
+    gpus: &[GpuReset],
+    recheck: &[String],
+    memory: &mut Memory,
+) -> bool {
+    let settings = &ctx.config.remediation;
+    let marked = remarked(&ours.reason, "reset");
+    // Our reason says what is under way, for `sinfo -R` and the breakers of the others.
+    if !ctx.keep_out("reset-gpu", ours, down, &marked) {
+        return true;
+    }
+    memory
+        .repairs
+        .started_at
+        .push(ctx.report.started_at.timestamp());
+    let timeout = settings.reset_timeout();
+    let mut done = Vec::new();
+    for gpu in gpus {
+        let argv: Vec<String> = settings
+            .reset_command
+            .iter()
+            .map(|a| a.replace("{gpu}", &gpu.index.to_string()))
+            .collect();
+        let shown = lemonade_slurm::command::shown(argv.iter().map(String::as_str));
+        if ctx.dry_run {
+            ctx.result.messages.push(format!("dry-run: {shown}"));
+            continue;
+        }
+        match crate::bounded::run(&argv, b"", timeout) {
+            Ok(f) => done.push(format!(
+                "{} reset in {:.1} s",
+                gpu.entity,
+                f.elapsed.as_secs_f64()
+            )),
+            Err(e) => {
+                let detail = format!("`{shown}`: {e}");
+                ctx.change("reset-gpu", &marked, ours, Outcome::Failed, detail);
+                return false;
+            }
+        }
+    }
+    if ctx.dry_run {
+        ctx.change(
+            "reset-gpu",
+            &marked,
+            ours,
+            Outcome::DryRun,
+            "then the checks again".into(),
+        );
+        return true;
+    }
+    match checks_again(ours, recheck, timeout) {
+        Ok(()) => {}
+        Err(why) => {
+            let detail = format!("{}; {why}", done.join(", "));
+            ctx.change("reset-gpu", &marked, ours, Outcome::Failed, detail);
+            return false;
+        }
+    }
+    let detail = format!("{}; the checks are clean", done.join(", "));
+    ctx.change("reset-gpu", &marked, ours, Outcome::Applied, detail);
+    let args = slurm::update_args(ctx.node(), "RESUME", None);
+    if ctx.slurm("resume", &ours.reason, ours, "scontrol", &args) {
+        ctx.forget.extend(gpus.iter().filter_map(|g| g.pci.clone()));
+        memory.ours = None;
+        memory.repairs.handed_over = None;
+    }
+    true
+}
+
+/// The checks of the node's causes, again, in a fresh process: `Ok` when
+/// none takes the node out and none could not run. The XID check is not
+/// among them: its log keeps what the reset just repaired.
+fn checks_again(
+    ours: &Ours,
+    recheck: &[String],
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    if recheck.is_empty() {
+        return Err("this run cannot run the checks again".into());
+    }
+    let mut names: Vec<&str> = ours
+        .causes
+        .iter()
+        .map(|c| c.check.as_str())
+        .filter(|c| *c != "xid")
+        .collect();
+    names.push("gpu");
+    names.sort_unstable();
+    names.dedup();
+    let mut argv = recheck.to_vec();
+    argv.extend(["run", "--no-record", "--format", "json", "--checks"].map(String::from));
+    argv.push(names.join(","));
+    // The checks' exit status says what they found: read the report instead.
+    let out = match crate::bounded::run(&argv, b"", timeout) {
+        Ok(f) => f.stdout,
+        Err(e) if e.starts_with("exited with") => {
+            return Err(format!("the checks after it still fail ({e})"))
+        }
+        Err(e) => return Err(format!("the checks after it did not run: {e}")),
+    };
+    let report: serde_json::Value = serde_json::from_slice(&out)
+        .map_err(|e| format!("the checks after it printed no report: {e}"))?;
+    let bad: Vec<String> = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| matches!(f["severity"].as_str(), Some("drain" | "down" | "unknown")))
+        .map(|f| {
+            format!(
+                "{} {}",
+                f["code"].as_str().unwrap_or("?"),
+                f["entity"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the checks after it still find {}", bad.join(", ")))
+    }
+}
+
+fn reboot(ctx: &mut Ctx, ours: &Ours, memory: &mut Memory) {
+    let reason = remarked(&ours.reason, "reboot");
+    let args: Vec<String> = vec![
+        "reboot".into(),
+        "ASAP".into(),
+        "nextstate=DOWN".into(),
+        format!("reason={reason}"),
+        ctx.node().to_string(),
+    ];
+    memory
+        .repairs
+        .started_at
+        .push(ctx.report.started_at.timestamp());
+    if ctx.slurm("reboot", &reason, ours, "scontrol", &args) && !ctx.dry_run {
+        memory.repairs.reboot = Some(PendingReboot {
+            at: ctx.report.started_at.timestamp(),
+            reason: ours.reason.clone(),
+        });
+    }
+}
+
+fn hand_over(ctx: &mut Ctx, ours: &Ours, down: bool, why: &HandOver, memory: &mut Memory) {
+    let reason = remarked(&ours.reason, why.remark());
+    let args = slurm::update_args(
+        ctx.node(),
+        if down { "DOWN" } else { "DRAIN" },
+        Some(&reason),
+    );
+    if ctx.slurm("hand-over", &reason, ours, "scontrol", &args) {
+        if let Some(c) = ctx.result.changes.last_mut() {
+            c.detail = format!("{}: {}", why.explain(), c.detail);
+        }
+        if !ctx.dry_run {
+            memory.repairs.handed_over = Some(ours.reason.clone());
+        }
+    }
+}
+
+/// The first periodic run after the reboot Slurm did decides.
+fn after_reboot(ctx: &mut Ctx, ours: &Ours, policy: &PolicyResult, memory: &mut Memory) {
+    let Some(current) = ctx.node_state("reboot", ours) else {
+        return;
+    };
+    if rebooting(&current) {
+        return;
+    }
+    if matches!(
+        owner(&current.reason),
+        ReasonOwner::Administrator | ReasonOwner::Lemon
+    ) {
+        // An administrator (or lemon) took the node over meanwhile.
+        memory.repairs.reboot = None;
+        return;
+    }
+    if !policy.unconfirmed.is_empty() {
+        // A link that flaps after a boot: wait until it is confirmed or gone.
+        return;
+    }
+    memory.repairs.reboot = None;
+    let faults: Vec<String> = ctx
+        .report
+        .findings
+        .iter()
+        .filter(|f| f.severity.removes_node())
+        .filter(|f| !policy.unconfirmed.iter().any(|w| confirm::same(f, w)))
+        .map(|f| format!("{} {}", f.code, f.entity))
+        .collect();
+    if faults.is_empty() {
+        let args = slurm::update_args(ctx.node(), "RESUME", None);
+        if ctx.slurm("resume", &ours.reason, ours, "scontrol", &args) {
+            if let Some(c) = ctx.result.changes.last_mut() {
+                c.detail = format!("clean check after the reboot: {}", c.detail);
+            }
+            if !ctx.dry_run {
+                memory.ours = None;
+                memory.repairs.handed_over = None;
+            }
+        }
+        return;
+    }
+    hand_over(ctx, ours, true, &HandOver::RebootDidNotHelp, memory);
+    if let Some(c) = ctx.result.changes.last_mut() {
+        c.detail = format!("{} (still: {})", c.detail, faults.join(", "));
+    }
+}
+
+/// Slurm still has the reboot to do or under way: `@` reboot pending,
+/// `^` reboot issued, or a state word that says so.
+fn rebooting(node: &NodeState) -> bool {
+    node.flags().contains(['@', '^']) || node.base().contains("reboot")
+}
+
+/// Drops the XIDs of GPUs reset clean from the XID check's state.
+fn forget_xids(store: &mut lemonade_sql::node::NodeStore, pci: &[String], at: i64) {
+    let Some(mut state) = store
+        .check_state("xid")
+        .ok()
+        .flatten()
+        .and_then(|json| serde_json::from_str::<XidState>(&json).ok())
+    else {
+        return;
+    };
+    for bus in pci {
+        forget_before_reset(&mut state, bus, at);
+    }
+    if let Ok(json) = serde_json::to_string(&state) {
+        let _ = store.set_check_state("xid", &json, at);
+    }
+}

@@ -1,0 +1,244 @@
+//! The remediation against a real Slurm cluster: GPU resets through the
+//! configured command and the fake NVML, reboots through Slurm's own
+//! `scontrol reboot` and the cluster's RebootProgram (which restarts the
+//! node's slurmd with `-b` and, where the test prepared one, puts a repaired
+//! root in place), the ladder, the breaker and the hooks.
+//!
+//! node1: a reset that clears an uncorrected ECC error. node2: a degraded
+//! PCIe link that a reboot repairs. node3: the same fault, which survives
+//! its reboot and waits for node2's first (the breaker). node4: a reset that
+//! fails, with `max_remediations = 1`: a human is needed.
+//!
+//! Waits are bounded polls, generous for a loaded CI machine.
+
+use lemonade_sql::node::NodeStore;
+use lemonade_sql::node_jobs::{self, StateChangeRow};
+use lemonade_tests::cluster::{Cluster, ClusterOptions};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const INTERVAL: u32 = 5;
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The fake NVML scenarios of node1 and node4, which their reset rewrites.
+fn scenarios() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let nvml = lemonade_tests::fake_nvml::scenarios_dir();
+        std::fs::copy(
+            nvml.join("h100-healthy.json"),
+            dir.path().join("h100-healthy.json"),
+        )
+        .unwrap();
+        for node in ["node1", "node4"] {
+            std::fs::copy(
+                nvml.join("ecc-volatile-dbe.json"),
+                dir.path().join(format!("{node}.json")),
+            )
+            .unwrap();
+        }
+        dir
+    })
+    .path()
+}
+
+fn scenario(node: &str) -> PathBuf {
+    scenarios().join(format!("{node}.json"))
+}
+
+fn hook_log() -> PathBuf {
+    scenarios().join("hooks.jsonl")
+}
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared(|| {
+        let env = |node: &str| {
+            (
+                node.to_string(),
+                vec![(
+                    lemonade_tests::fake_nvml::SCENARIO_ENV.to_string(),
+                    scenario(node).display().to_string(),
+                )],
+            )
+        };
+        let toml = format!(
+            r#"
+[remediation]
+enabled = true
+reset_command = ["/bin/cp", "{healthy}", "{node1}"]
+reset_timeout_s = 30
+# 4 nodes: one remediation at a time.
+breaker_fraction = 0.1
+
+[hooks]
+commands = [["/bin/sh", "-c", "cat >> '{hooks}'; echo >> '{hooks}'"]]
+timeout_s = 5
+
+[[node]]
+hosts = "node4"
+remediation.reset_command = ["/bin/false", "{{gpu}}"]
+remediation.max_remediations = 1
+"#,
+            healthy = scenarios().join("h100-healthy.json").display(),
+            node1 = scenario("node1").display(),
+            hooks = hook_log().display(),
+        );
+        ClusterOptions {
+            nodes: 4,
+            health_check_interval: Some(INTERVAL),
+            reboot_program: true,
+            node_env: [env("node1"), env("node4")].into_iter().collect(),
+            lemonade_toml: toml,
+            ..Default::default()
+        }
+    })
+}
+
+fn state_changes(c: &Cluster, node: &str) -> Vec<StateChangeRow> {
+    let path = c.node_db(node);
+    NodeStore::open(&path, Duration::from_secs(2))
+        .ok()
+        .and_then(|s| node_jobs::state_changes_since(s.connection(), &path, 0).ok())
+        .unwrap_or_default()
+}
+
+fn has_change(c: &Cluster, node: &str, action: &str, outcome: &str) -> bool {
+    state_changes(c, node)
+        .iter()
+        .any(|r| r.action == action && r.outcome == outcome)
+}
+
+/// Waits for `pred` over the node's state and reason; panics with both.
+fn wait_node(
+    c: &Cluster,
+    node: &str,
+    what: &str,
+    pred: impl Fn(&str, &str) -> bool,
+) -> (String, String) {
+    let mut last = (String::new(), String::new());
+    let ok = c.wait_until(LIMIT, || {
+        if let Ok(s) = c.node_state(node) {
+            last = s;
+        }
+        pred(&last.0, &last.1)
+    });
+    assert!(
+        ok,
+        "{node}: no {what} within {LIMIT:?}; last {last:?}; changes {:#?}; logs in {}",
+        state_changes(c, node),
+        c.dir().display()
+    );
+    last
+}
+
+fn in_service(state: &str, reason: &str) -> bool {
+    reason.is_empty() && (state.starts_with("idle") || state.starts_with("mixed"))
+}
+
+#[test]
+fn a_reset_that_clears_the_fault_resumes_the_node_without_a_reboot() {
+    let c = cluster();
+    // The first run takes node1 out for the ECC error; a later one resets GPU 1.
+    let ok = c.wait_until(LIMIT, || has_change(c, "node1", "down", "applied"));
+    assert!(
+        ok,
+        "node1 never went down: {:#?}",
+        state_changes(c, "node1")
+    );
+    wait_node(c, "node1", "resume after the reset", in_service);
+    let rows = state_changes(c, "node1");
+    let reset = rows
+        .iter()
+        .find(|r| r.action == "reset-gpu" && r.outcome == "applied")
+        .unwrap_or_else(|| panic!("no applied reset: {rows:#?}"));
+    assert!(reset.detail.contains("gpu1 reset"), "{reset:?}");
+    assert!(
+        rows.iter()
+            .any(|r| r.action == "resume" && r.outcome == "applied"),
+        "{rows:#?}"
+    );
+    assert_eq!(c.reboots("node1"), 0, "a reset that helped needs no reboot");
+    // It stays in service: the checks after the reset and every run since are clean.
+    std::thread::sleep(Duration::from_secs(2 * u64::from(INTERVAL)));
+    let (state, reason) = c.node_state("node1").unwrap();
+    assert!(in_service(&state, &reason), "{state} {reason}");
+}
+
+#[test]
+fn a_reset_that_fails_at_the_top_of_the_ladder_hands_the_node_to_a_human() {
+    let c = cluster();
+    let (state, reason) = wait_node(c, "node4", "hand-over", |_, r| r.ends_with(" human needed"));
+    assert!(state.starts_with("down"), "{state}");
+    assert!(
+        reason.starts_with("hc: ECC_VOLATILE_UNCORRECTED gpu1"),
+        "{reason}"
+    );
+    let rows = state_changes(c, "node4");
+    let failed = rows
+        .iter()
+        .find(|r| r.action == "reset-gpu" && r.outcome == "failed")
+        .unwrap_or_else(|| panic!("no failed reset: {rows:#?}"));
+    assert!(failed.detail.contains("/bin/false 1"), "{failed:?}");
+    assert!(!has_change(c, "node4", "reboot", "applied"), "{rows:#?}");
+    assert_eq!(c.reboots("node4"), 0);
+    // The hooks heard of the hand-over, and nothing more is tried.
+    let ok = c.wait_until(LIMIT, || {
+        std::fs::read_to_string(hook_log())
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("\"event\":\"hand-over\"") && l.contains("node4"))
+    });
+    assert!(ok, "hooks: {:?}", std::fs::read_to_string(hook_log()));
+    std::thread::sleep(Duration::from_secs(2 * u64::from(INTERVAL)));
+    let after = state_changes(c, "node4");
+    let tries = |rows: &[StateChangeRow]| {
+        rows.iter()
+            .filter(|r| r.action == "reset-gpu" || r.action == "reboot")
+            .count()
+    };
+    assert_eq!(tries(&after), tries(&rows), "{after:#?}");
+}
+
+#[test]
+fn a_reboot_returns_its_node_after_a_clean_check_and_a_surviving_fault_stays_down() {
+    let c = cluster();
+    // node2's reboot repairs it; node3's does not.
+    c.set_fixture_after_reboot("node2", "healthy").unwrap();
+    c.set_fixture("node2", "pcie-width-degraded").unwrap();
+    wait_node(c, "node2", "reboot", |_, r| r.ends_with(" reboot"));
+    // While node2 reboots, node3 needs one too: the breaker makes it wait.
+    c.set_fixture("node3", "pcie-width-degraded").unwrap();
+    let ok = c.wait_until(LIMIT, || has_change(c, "node3", "remediation", "breaker"));
+    assert!(
+        ok || c.reboots("node2") > 0 && has_change(c, "node2", "resume", "applied"),
+        "node3 neither waited nor found node2 done: {:#?}",
+        state_changes(c, "node3")
+    );
+
+    wait_node(c, "node2", "return to service", in_service);
+    assert_eq!(c.reboots("node2"), 1);
+    let rows = state_changes(c, "node2");
+    let resume = rows
+        .iter()
+        .find(|r| r.action == "resume" && r.outcome == "applied")
+        .unwrap_or_else(|| panic!("{rows:#?}"));
+    assert!(
+        resume.detail.contains("clean check after the reboot"),
+        "{resume:?}"
+    );
+
+    let (state, reason) = wait_node(c, "node3", "reboot that did not help", |_, r| {
+        r.ends_with(" reboot did not help")
+    });
+    assert!(state.starts_with("down"), "{state}");
+    assert!(reason.starts_with("hc: PCIE_"), "{reason}");
+    assert_eq!(c.reboots("node3"), 1);
+    // The node never took a job in between: it stays down on later runs.
+    std::thread::sleep(Duration::from_secs(2 * u64::from(INTERVAL)));
+    let (state, reason) = c.node_state("node3").unwrap();
+    assert!(state.starts_with("down"), "{state} {reason}");
+    assert!(reason.ends_with(" reboot did not help"), "{reason}");
+    assert_eq!(c.reboots("node3"), 1, "a human has it now");
+}
