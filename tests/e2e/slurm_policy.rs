@@ -85,19 +85,12 @@ fn wait_node(
     limit: Duration,
     pred: impl Fn(&str, &str) -> bool,
 ) -> (String, String) {
-    let mut last = (String::new(), String::new());
-    let ok = c.wait_until(limit, || {
-        if let Ok(s) = c.node_state(node) {
-            last = s;
-        }
-        pred(&last.0, &last.1)
-    });
-    assert!(
-        ok,
-        "{node}: gave up waiting after {limit:?}; last state {last:?}; logs in {}",
-        c.dir().display()
-    );
-    last
+    c.wait_node(node, limit, pred).unwrap_or_else(|last| {
+        panic!(
+            "{node}: gave up waiting after {limit:?}; last state {last:?}; logs in {}",
+            c.dir().display()
+        )
+    })
 }
 
 fn job_state(c: &Cluster, job: &str) -> String {

@@ -117,20 +117,13 @@ fn wait_node(
     what: &str,
     pred: impl Fn(&str, &str) -> bool,
 ) -> (String, String) {
-    let mut last = (String::new(), String::new());
-    let ok = c.wait_until(LIMIT, || {
-        if let Ok(s) = c.node_state(node) {
-            last = s;
-        }
-        pred(&last.0, &last.1)
-    });
-    assert!(
-        ok,
-        "{node}: no {what} within {LIMIT:?}; last {last:?}; changes {:#?}; logs in {}",
-        state_changes(c, node),
-        c.dir().display()
-    );
-    last
+    c.wait_node(node, LIMIT, pred).unwrap_or_else(|last| {
+        panic!(
+            "{node}: no {what} within {LIMIT:?}; last {last:?}; changes {:#?}; logs in {}",
+            state_changes(c, node),
+            c.dir().display()
+        )
+    })
 }
 
 fn in_service(state: &str, reason: &str) -> bool {

@@ -634,6 +634,28 @@ exit 0
         })
     }
 
+    /// Polls the node's `(state, reason)` until `pred` holds or `limit`
+    /// passes: `Ok` with the state that held, `Err` with the last one seen.
+    pub fn wait_node(
+        &self,
+        node: &str,
+        limit: Duration,
+        pred: impl Fn(&str, &str) -> bool,
+    ) -> Result<(String, String), (String, String)> {
+        let mut last = (String::new(), String::new());
+        let ok = self.wait_until(limit, || {
+            if let Ok(s) = self.node_state(node) {
+                last = s;
+            }
+            pred(&last.0, &last.1)
+        });
+        if ok {
+            Ok(last)
+        } else {
+            Err(last)
+        }
+    }
+
     /// Polls `done` every 200 ms until it holds or `limit` passes.
     pub fn wait_until(&self, limit: Duration, mut done: impl FnMut() -> bool) -> bool {
         let until = Instant::now() + limit;

@@ -22,25 +22,17 @@ pub fn fleet(cmds: &SlurmCommands, node: &str, code: &str) -> Result<Fleet, Comm
 }
 
 pub fn parse_fleet(stdout: &str, node: &str, code: &str) -> Fleet {
-    let mut by_partition: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut rows = Vec::new();
     let mut reasons: BTreeMap<&str, &str> = BTreeMap::new();
     for line in stdout.lines() {
         let mut parts = line.splitn(3, '|');
         let (Some(name), Some(partition)) = (parts.next(), parts.next()) else {
             continue;
         };
-        let reason = parts.next().unwrap_or("").trim();
-        by_partition
-            .entry(partition.trim())
-            .or_default()
-            .insert(name.trim());
-        reasons.insert(name.trim(), reason);
+        rows.push((name.trim(), partition.trim()));
+        reasons.insert(name.trim(), parts.next().unwrap_or("").trim());
     }
-    let mine: BTreeSet<&str> = by_partition
-        .values()
-        .filter(|nodes| nodes.contains(node))
-        .flat_map(|nodes| nodes.iter().copied())
-        .collect();
+    let mine = partition_peers(&rows, node);
     let same_code = mine
         .iter()
         .filter(|n| **n != node)
@@ -54,6 +46,20 @@ pub fn parse_fleet(stdout: &str, node: &str, code: &str) -> Fleet {
         nodes: mine.len(),
         same_code,
     }
+}
+
+/// The nodes of every partition `node` is in (itself included), from
+/// `(name, partition)` rows of `sinfo -N`: what the breakers count against.
+pub fn partition_peers<'a>(rows: &[(&'a str, &'a str)], node: &str) -> BTreeSet<&'a str> {
+    let mut by_partition: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for &(name, partition) in rows {
+        by_partition.entry(partition).or_default().insert(name);
+    }
+    by_partition
+        .values()
+        .filter(|nodes| nodes.contains(node))
+        .flat_map(|nodes| nodes.iter().copied())
+        .collect()
 }
 
 /// The argv of `scontrol update` for a node state with a reason (none for RESUME).

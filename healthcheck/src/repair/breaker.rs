@@ -1,9 +1,10 @@
 //! The remediation breaker: how many nodes of our partitions are rebooting
 //! or in a remediation of ours right now, from one `sinfo` call.
 
+use crate::policy::slurm::partition_peers;
 use lemonade_slurm::command::{CommandError, SlurmCommands};
 use lemonade_slurm::reason::HEALTHCHECK_PREFIX;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// What the breaker saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,13 @@ impl Busy {
     }
 }
 
+/// A `%T` state Slurm shows while it has a reboot to do or under way:
+/// `@` reboot pending, `^` reboot issued, or a state word that says so.
+pub fn rebooting(state: &str) -> bool {
+    let state = state.trim();
+    state.ends_with(['@', '^']) || state.to_ascii_lowercase().contains("reboot")
+}
+
 /// One `sinfo` call: name, partition, state, reason of every node.
 pub fn count(cmds: &SlurmCommands, node: &str) -> Result<Busy, CommandError> {
     let out = cmds.run("sinfo", &["-h", "-N", "-o", "%N|%R|%T|%E"])?;
@@ -31,7 +39,7 @@ pub fn count(cmds: &SlurmCommands, node: &str) -> Result<Busy, CommandError> {
 
 /// Parses `%N|%R|%T|%E` lines (the reason last: it may hold `|`).
 pub fn parse(stdout: &str, node: &str) -> Busy {
-    let mut by_partition: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut rows = Vec::new();
     let mut busy: BTreeSet<&str> = BTreeSet::new();
     for line in stdout.lines() {
         let mut parts = line.splitn(4, '|');
@@ -39,24 +47,16 @@ pub fn parse(stdout: &str, node: &str) -> Busy {
         else {
             continue;
         };
-        let (name, state) = (name.trim(), state.trim().to_ascii_lowercase());
+        let name = name.trim();
+        rows.push((name, partition.trim()));
         let reason = parts.next().unwrap_or("").trim();
-        by_partition
-            .entry(partition.trim())
-            .or_default()
-            .insert(name);
-        let rebooting = state.contains("reboot") || state.ends_with(['@', '^']);
         let ours_under_way = reason.starts_with(HEALTHCHECK_PREFIX)
             && (reason.ends_with(" reboot") || reason.ends_with(" reset"));
-        if rebooting || ours_under_way {
+        if rebooting(state) || ours_under_way {
             busy.insert(name);
         }
     }
-    let mine: BTreeSet<&str> = by_partition
-        .values()
-        .filter(|nodes| nodes.contains(node))
-        .flat_map(|nodes| nodes.iter().copied())
-        .collect();
+    let mine = partition_peers(&rows, node);
     Busy {
         nodes: mine.len(),
         in_remediation: mine

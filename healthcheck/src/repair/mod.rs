@@ -35,7 +35,7 @@ use crate::record::{RunReport, Trigger};
 use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::reason::{owner, ReasonOwner};
-use lemonade_slurm::sinfo::{self, NodeState};
+use lemonade_slurm::sinfo;
 use lemonade_sql::node_jobs;
 use plan::{remarked, GpuReset, HandOver, Step};
 
@@ -166,10 +166,16 @@ impl Ctx<'_> {
         }
     }
 
-    /// The node as Slurm sees it, or a recorded failure.
-    fn node_state(&mut self, action: &str, ours: &Ours) -> Option<NodeState> {
-        match sinfo::node(&self.cmds, self.node()) {
-            Ok(s) => Some(s),
+    /// The answer of a Slurm query, or `None` with the failure recorded
+    /// (the next run asks again).
+    fn ask<T, E: std::fmt::Display>(
+        &mut self,
+        action: &str,
+        ours: &Ours,
+        answer: Result<T, E>,
+    ) -> Option<T> {
+        match answer {
+            Ok(t) => Some(t),
             Err(e) => {
                 self.change(action, &ours.reason, ours, Outcome::Failed, e.to_string());
                 None
@@ -190,7 +196,8 @@ fn remediate(ctx: &mut Ctx, ours: &Ours, recheck: &[String], memory: &mut Memory
     if step == Step::Nothing {
         return;
     }
-    let Some(current) = ctx.node_state("remediation", ours) else {
+    let answer = sinfo::node(&ctx.cmds, ctx.node());
+    let Some(current) = ctx.ask("remediation", ours, answer) else {
         return;
     };
     if owner(&current.reason) != ReasonOwner::HealthCheck {
@@ -224,33 +231,16 @@ fn remediate(ctx: &mut Ctx, ours: &Ours, recheck: &[String], memory: &mut Memory
 
 /// No running job, and the breaker lets a new remediation start.
 fn may_start(ctx: &mut Ctx, ours: &Ours) -> bool {
-    match slurm::running_jobs(&ctx.cmds, ctx.node()) {
-        Ok(jobs) if jobs.is_empty() => {}
-        // Jobs still run (a drain lets them end): the next run looks again.
-        Ok(_) => return false,
-        Err(e) => {
-            ctx.change(
-                "remediation",
-                &ours.reason,
-                ours,
-                Outcome::Failed,
-                e.to_string(),
-            );
-            return false;
-        }
+    let answer = slurm::running_jobs(&ctx.cmds, ctx.node());
+    match ctx.ask("remediation", ours, answer) {
+        Some(jobs) if jobs.is_empty() => {}
+        // Jobs still run (a drain lets them end), or Slurm did not answer:
+        // the next run looks again.
+        _ => return false,
     }
-    let fleet = match breaker::count(&ctx.cmds, ctx.node()) {
-        Ok(f) => f,
-        Err(e) => {
-            ctx.change(
-                "remediation",
-                &ours.reason,
-                ours,
-                Outcome::Failed,
-                e.to_string(),
-            );
-            return false;
-        }
+    let answer = breaker::count(&ctx.cmds, ctx.node());
+    let Some(fleet) = ctx.ask("remediation", ours, answer) else {
+        return false;
     };
     let fraction = ctx.config.remediation.breaker_fraction;
     if fleet.allows_one_more(fraction) {
@@ -435,10 +425,11 @@ fn hand_over(ctx: &mut Ctx, ours: &Ours, down: bool, why: &HandOver, memory: &mu
 
 /// The first periodic run after the reboot Slurm did decides.
 fn after_reboot(ctx: &mut Ctx, ours: &Ours, policy: &PolicyResult, memory: &mut Memory) {
-    let Some(current) = ctx.node_state("reboot", ours) else {
+    let answer = sinfo::node(&ctx.cmds, ctx.node());
+    let Some(current) = ctx.ask("reboot", ours, answer) else {
         return;
     };
-    if rebooting(&current) {
+    if breaker::rebooting(&current.state) {
         return;
     }
     if matches!(
@@ -479,12 +470,6 @@ fn after_reboot(ctx: &mut Ctx, ours: &Ours, policy: &PolicyResult, memory: &mut 
     if let Some(c) = ctx.result.changes.last_mut() {
         c.detail = format!("{} (still: {})", c.detail, faults.join(", "));
     }
-}
-
-/// Slurm still has the reboot to do or under way: `@` reboot pending,
-/// `^` reboot issued, or a state word that says so.
-fn rebooting(node: &NodeState) -> bool {
-    node.flags().contains(['@', '^']) || node.base().contains("reboot")
 }
 
 /// Drops the XIDs of GPUs reset clean from the XID check's state.
