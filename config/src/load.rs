@@ -189,6 +189,15 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_timeout_longer_than_a_run_may_last_names_its_line() {
+        let ok = parse("[remediation]\nreset_timeout_s = 30\n", None).unwrap();
+        assert_eq!(ok.remediation.reset_timeout_s, 30.0);
+        let err = parse("[remediation]\n\nreset_timeout_s = 120\n", None).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.message.contains("at most 40"), "{err}");
+    }
+
+    #[test]
     fn syntax_error_names_the_line() {
         let err = parse("[store\npath = 1\n", None).unwrap_err();
         assert_eq!(err.line, Some(1), "{err}");

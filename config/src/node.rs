@@ -163,6 +163,10 @@ pub struct PolicySettings {
     /// (NVLink right after a reboot, an IB port training). Checks not listed
     /// act at once (a lost GPU, an uncorrectable ECC error).
     pub confirm_runs: BTreeMap<String, ConfirmRuns>,
+    /// Seconds after boot during which findings judged from counter growth
+    /// (error rates, AER, NVLink replays) stay warnings: links train and
+    /// counters jump while a node comes up. 0: no grace.
+    pub boot_grace_s: u64,
 }
 
 /// `N of M`: a finding takes the node out once it was seen in `runs` of the
@@ -243,7 +247,10 @@ pub struct RemediationSettings {
     pub enabled: bool,
     /// The argv that resets one GPU; `{gpu}` is its index.
     pub reset_command: Vec<String>,
-    /// Deadline of the reset command, and of the checks run after it.
+    /// Deadline of the reset command, and of the checks run after it. At
+    /// most [`RESET_TIMEOUT_MAX_S`]: the whole periodic run must end before
+    /// slurmd kills it.
+    #[serde(deserialize_with = "reset_timeout_within_the_run")]
     pub reset_timeout_s: f64,
     /// Automatic remediations of one node within `window_days` before it
     /// stays out for a human.
@@ -261,11 +268,28 @@ impl Default for RemediationSettings {
             reset_command: ["nvidia-smi", "--gpu-reset", "-i", "{gpu}"]
                 .map(String::from)
                 .to_vec(),
-            reset_timeout_s: 120.0,
+            reset_timeout_s: 20.0,
             max_remediations: 3,
             window_days: 7,
             breaker_fraction: 0.10,
         }
+    }
+}
+
+/// The longest `reset_timeout_s`. slurmd kills HealthCheckProgram after
+/// 60 s (so does the systemd unit's `TimeoutStartSec`), and a reset is one
+/// part of a run that also checks, re-checks and calls Slurm.
+pub const RESET_TIMEOUT_MAX_S: f64 = 40.0;
+
+fn reset_timeout_within_the_run<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let s = f64::deserialize(d)?;
+    if s > 0.0 && s <= RESET_TIMEOUT_MAX_S {
+        Ok(s)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "reset_timeout_s = {s}: must be above 0 and at most {RESET_TIMEOUT_MAX_S} \
+             (slurmd kills HealthCheckProgram after 60 s, and the reset is one part of that run)"
+        )))
     }
 }
 
@@ -289,6 +313,7 @@ impl Default for PolicySettings {
                 ("ib".to_string(), ConfirmRuns { runs: 2, of: 3 }),
                 ("nvlink".to_string(), ConfirmRuns { runs: 2, of: 3 }),
             ]),
+            boot_grace_s: 600,
         }
     }
 }

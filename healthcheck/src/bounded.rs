@@ -11,17 +11,39 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A program that ran to a successful end.
+/// A program that ran to its end within the deadline.
 #[derive(Debug)]
 pub struct Finished {
     pub stdout: Vec<u8>,
     pub elapsed: Duration,
+    /// Its exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
 }
 
-/// Runs `argv` with `input` on stdin. An error says why in a line:
-/// `could not start: ...`, `killed at the 10.0 s deadline`, or
-/// `exited with exit status: 3: <the end of its stderr>`.
+/// Runs `argv` with `input` on stdin; any exit status other than 0 is an
+/// error. An error says why in a line: `could not start: ...`, `killed at
+/// the 10.0 s deadline`, or `exited with exit status: 3: <the end of its
+/// stderr>`.
 pub fn run(argv: &[String], input: &[u8], timeout: Duration) -> Result<Finished, String> {
+    run_to_end(argv, input, timeout, false)
+}
+
+/// [`run`] for a program whose exit status is a result, not a failure (the
+/// health checks exit 2 when they find a fault): any status is `Ok`.
+pub fn run_any_status(
+    argv: &[String],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<Finished, String> {
+    run_to_end(argv, input, timeout, true)
+}
+
+fn run_to_end(
+    argv: &[String],
+    input: &[u8],
+    timeout: Duration,
+    any_status: bool,
+) -> Result<Finished, String> {
     let start = Instant::now();
     let Some(program) = argv.first() else {
         return Err("empty command".into());
@@ -84,10 +106,11 @@ pub fn run(argv: &[String], input: &[u8], timeout: Duration) -> Result<Finished,
     // Whatever it left in the group (a forked child holding a pipe) goes too.
     let _ = killpg(group, Signal::SIGKILL);
     let left = || timeout.saturating_sub(start.elapsed());
-    if status.success() {
+    if status.success() || any_status {
         return Ok(Finished {
             stdout: stdout.recv_timeout(left()).unwrap_or_default(),
             elapsed: start.elapsed(),
+            code: status.code(),
         });
     }
     let stderr = stderr.recv_timeout(left()).unwrap_or_default();

@@ -25,6 +25,11 @@ pub struct Finding {
     pub actual: Option<String>,
     pub action: Action,
     pub message: String,
+    /// Judged from a counter's growth between runs (error rates, AER,
+    /// NVLink replays): links that train after a boot move these, so the
+    /// policy does not act on them within `[policy] boot_grace_s`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counter_growth: bool,
 }
 
 /// Code of a healthy finding.
@@ -53,6 +58,7 @@ impl Finding {
                 Action::Investigate
             },
             message: String::new(),
+            counter_growth: false,
         }
     }
 
@@ -88,6 +94,12 @@ impl Finding {
 
     pub fn message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into();
+        self
+    }
+
+    /// Marks a finding judged from counter growth.
+    pub fn from_counter_growth(mut self) -> Self {
+        self.counter_growth = true;
         self
     }
 

@@ -71,6 +71,9 @@ pub struct RunReport {
     pub exit_code: ExitStatus,
     pub checks: Vec<CheckSummary>,
     pub findings: Vec<Finding>,
+    /// Seconds since the node booted (`/proc/uptime`); `None` when unreadable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uptime_s: Option<f64>,
     /// Events recorded for the first time in this run (new XIDs).
     #[serde(skip)]
     pub new_events: Vec<EventRow>,
@@ -203,10 +206,17 @@ impl RunReport {
             exit_code,
             checks: checked.checks.clone(),
             findings,
+            uptime_s: uptime_s(&opts.root),
             new_events: Vec::new(),
             run_id: None,
         }
     }
+}
+
+/// Seconds since boot: the first field of `/proc/uptime`.
+fn uptime_s(root: &NodeRoot) -> Option<f64> {
+    let text = root.read_to_string("/proc/uptime").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// What recording a run wrote.

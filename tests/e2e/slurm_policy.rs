@@ -5,8 +5,8 @@
 //! (they move jobs around the same nodes) and each uses nodes of its own:
 //! node2 XID, node3 mount, node4 administrator, node5 prolog (no periodic
 //! check there, so that the prolog is what finds its fault), node6 slurmctld
-//! gone, node7 debouncing and hooks (no periodic check either: the test's
-//! runs are its only runs); node1 is a healthy node for requeued jobs.
+//! gone, node7 debouncing, hooks and the boot grace (no periodic check
+//! either: the test's runs are its only runs); node1 is a healthy node for requeued jobs.
 //!
 //! Waits are bounded polls, generous for a loaded CI machine; they are
 //! correctness limits, not measurements (timings live in `bench/`).
@@ -364,12 +364,23 @@ fn healthcheck_on(
     args: &[&str],
 ) -> (std::process::Output, lemonade_tests::fixture::FixtureNode) {
     let root = lemonade_tests::fixture::node(fault);
+    let out = healthcheck_in(c, node, &root, extra, args);
+    (out, root)
+}
+
+/// `healthcheck` run by hand for `node` against the prepared `root`.
+fn healthcheck_in(
+    c: &Cluster,
+    node: &str,
+    root: &lemonade_tests::fixture::FixtureNode,
+    extra: &str,
+    args: &[&str],
+) -> std::process::Output {
     let config = root.root().join("lemonade.toml");
     let mut text = std::fs::read_to_string(c.config_path()).unwrap();
     text.push_str(extra);
     std::fs::write(&config, text).unwrap();
-    let out = c
-        .host_binary(&lemonade_tests::target_bin_dir().join("healthcheck"))
+    c.host_binary(&lemonade_tests::target_bin_dir().join("healthcheck"))
         .arg("--config")
         .arg(&config)
         .arg("--root")
@@ -383,8 +394,7 @@ fn healthcheck_on(
             lemonade_tests::fake_nvml::scenario(lemonade_tests::fake_nvml::HEALTHY),
         )
         .output()
-        .unwrap();
-    (out, root)
+        .unwrap()
 }
 
 #[test]
@@ -531,6 +541,76 @@ fn a_flapping_ib_port_waits_for_confirmation_and_a_confirmed_one_tells_the_hooks
         .iter()
         .any(|r| r.outcome == "failed" && r.detail.contains("deadline")));
 
+    c.run("scontrol", &["update", "NodeName=node7", "State=RESUME"])
+        .unwrap();
+}
+
+#[test]
+fn counter_growth_right_after_a_boot_waits_for_the_grace_and_then_drains() {
+    let _t = turn();
+    let c = cluster();
+    let root = lemonade_tests::fixture::node("healthy");
+    let set = |path: &str, value: &str| {
+        std::fs::write(root.root().join(path.trim_start_matches('/')), value).unwrap()
+    };
+    let link_downed = "/sys/class/infiniband/mlx5_2/ports/1/counters/link_downed";
+    // IB findings act on one run here: only the grace holds them.
+    let extra = "\n[policy.confirm_runs]\n";
+    let run = || {
+        let out = healthcheck_in(
+            c,
+            "node7",
+            &root,
+            extra,
+            &[
+                "run",
+                "--apply-policy",
+                "--checks",
+                "ib",
+                "--format",
+                "json",
+            ],
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let out_of_service = || {
+        let (state, reason) = c.node_state("node7").unwrap();
+        (state.starts_with("down") || state.starts_with("drain")) && reason.starts_with("hc:")
+    };
+
+    // Two minutes after boot: the baseline, then the link retraining five times.
+    set("/proc/uptime", "120.50 900.00\n");
+    set(link_downed, "0\n");
+    let (code, _, stderr) = run();
+    assert_eq!(code, Some(0), "{stderr}");
+    set("/proc/uptime", "420.50 3000.00\n");
+    set(link_downed, "5\n");
+    let (code, stdout, stderr) = run();
+    assert_eq!(
+        code,
+        Some(1),
+        "a warning within the grace\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("IB_LINK_DOWNED_RATE") && stdout.contains("after boot is not judged"),
+        "{stdout}"
+    );
+    assert!(!out_of_service(), "taken out within the grace: {stderr}");
+
+    // Past the grace, the link still going down takes the node out.
+    set("/proc/uptime", "720.50 5000.00\n");
+    set(link_downed, "9\n");
+    let (code, stdout, stderr) = run();
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    let (state, reason) = c.node_state("node7").unwrap();
+    assert!(
+        state.starts_with("drain") && reason.starts_with("hc: IB_LINK_DOWNED_RATE mlx5_2:1"),
+        "{state} {reason}"
+    );
     c.run("scontrol", &["update", "NodeName=node7", "State=RESUME"])
         .unwrap();
 }

@@ -21,6 +21,7 @@
 //! Every change (and every refusal to change) is a row of `state_changes`.
 
 pub mod confirm;
+pub mod grace;
 pub mod memory;
 pub mod reason;
 pub mod slurm;
@@ -89,8 +90,9 @@ pub struct PolicyResult {
     pub findings: Vec<Finding>,
     /// Lines for stderr: the dry-run commands, the breaker's alarm.
     pub messages: Vec<String>,
-    /// Drain and down findings that wait for confirmation, as the warnings
-    /// they stand for meanwhile (see [`confirm`]).
+    /// Drain and down findings that wait, for confirmation (see [`confirm`])
+    /// or for the boot grace to end (see [`grace`]), as the warnings they
+    /// stand for meanwhile.
     pub unconfirmed: Vec<Finding>,
 }
 
@@ -177,6 +179,11 @@ pub fn decide(
     unknown_streaks(config, report, memory, &mut result);
     result.unconfirmed =
         confirm::unconfirmed(&config.policy.confirm_runs, report, &mut memory.seen);
+    for w in grace::waiting(config.policy.boot_grace_s, report) {
+        if !result.unconfirmed.iter().any(|u| confirm::same(u, &w)) {
+            result.unconfirmed.push(w);
+        }
+    }
     let confirmed: Vec<Finding> = report
         .findings
         .iter()

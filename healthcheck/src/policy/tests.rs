@@ -29,6 +29,7 @@ pub(crate) fn report(findings: Vec<Finding>) -> RunReport {
         exit_code: crate::pipeline::exit::ExitStatus::Ok,
         checks,
         findings,
+        uptime_s: None,
         new_events: Vec::new(),
         run_id: None,
     }

@@ -38,6 +38,7 @@ use lemonade_slurm::reason::{owner, ReasonOwner};
 use lemonade_slurm::sinfo;
 use lemonade_sql::node_jobs;
 use plan::{remarked, GpuReset, HandOver, Step};
+use std::time::Duration;
 
 /// Runs the remediation after the policy of a periodic run. Returns the
 /// changes and messages it adds (the pipeline tells the hooks and exports
@@ -212,7 +213,7 @@ fn remediate(ctx: &mut Ctx, ours: &Ours, recheck: &[String], memory: &mut Memory
             if !may_start(ctx, ours) {
                 return;
             }
-            if reset(ctx, ours, down, &gpus, recheck, memory) {
+            if reset(ctx, ours, down, &gpus, recheck, memory) != ResetEnd::Escalate {
                 return;
             }
             // The next rung, unless the ladder ends here.
@@ -258,7 +259,39 @@ fn may_start(ctx: &mut Ctx, ours: &Ours) -> bool {
     false
 }
 
-/// Resets each GPU and checks again; true when the node was resumed clean.
+/// How a reset ended.
+#[derive(Debug, PartialEq)]
+enum ResetEnd {
+    /// Resumed clean, printed (dry-run), or not started: nothing more now.
+    Done,
+    /// The reset failed or the fault is still there: the ladder's next rung.
+    Escalate,
+    /// The checks after it could not tell, or the run's time is spent: the
+    /// node stays out and the next run goes on.
+    Wait,
+}
+
+/// What the checks after a reset said.
+#[derive(Debug, PartialEq)]
+enum Recheck {
+    Clean,
+    Fault(String),
+    Undecided(String),
+}
+
+/// slurmd kills HealthCheckProgram after 60 s, and the systemd unit stops
+/// at 60 s too: everything a periodic run does ends within this.
+const RUN_BUDGET: Duration = Duration::from_secs(55);
+
+/// What is left of [`RUN_BUDGET`] since the run started.
+fn time_left(report: &RunReport) -> Duration {
+    let spent = (chrono::Utc::now() - report.started_at)
+        .to_std()
+        .unwrap_or_default();
+    RUN_BUDGET.saturating_sub(spent)
+}
+
+/// Resets each GPU and checks again.
 fn reset(
     ctx: &mut Ctx,
     ours: &Ours,
@@ -266,18 +299,25 @@ fn reset(
     gpus: &[GpuReset],
     recheck: &[String],
     memory: &mut Memory,
-) -> bool {
+) -> ResetEnd {
     let settings = &ctx.config.remediation;
     let marked = remarked(&ours.reason, "reset");
+    let timeout = settings.reset_timeout();
+    if !ctx.dry_run && time_left(ctx.report) < timeout {
+        ctx.result.messages.push(format!(
+            "healthcheck: reset-gpu: less than {:.0} s of this run is left; the next run resets",
+            timeout.as_secs_f64()
+        ));
+        return ResetEnd::Wait;
+    }
     // Our reason says what is under way, for `sinfo -R` and the breakers of the others.
     if !ctx.keep_out("reset-gpu", ours, down, &marked) {
-        return true;
+        return ResetEnd::Done;
     }
     memory
         .repairs
         .started_at
         .push(ctx.report.started_at.timestamp());
-    let timeout = settings.reset_timeout();
     let mut done = Vec::new();
     for gpu in gpus {
         let argv: Vec<String> = settings
@@ -290,7 +330,7 @@ fn reset(
             ctx.result.messages.push(format!("dry-run: {shown}"));
             continue;
         }
-        match crate::bounded::run(&argv, b"", timeout) {
+        match crate::bounded::run(&argv, b"", timeout.min(time_left(ctx.report))) {
             Ok(f) => done.push(format!(
                 "{} reset in {:.1} s",
                 gpu.entity,
@@ -299,7 +339,7 @@ fn reset(
             Err(e) => {
                 let detail = format!("`{shown}`: {e}");
                 ctx.change("reset-gpu", &marked, ours, Outcome::Failed, detail);
-                return false;
+                return ResetEnd::Escalate;
             }
         }
     }
@@ -311,15 +351,21 @@ fn reset(
             Outcome::DryRun,
             "then the checks again".into(),
         );
-        return true;
+        return ResetEnd::Done;
     }
-    match checks_again(ours, recheck, timeout) {
-        Ok(()) => {}
-        Err(why) => {
-            let detail = format!("{}; {why}", done.join(", "));
-            ctx.change("reset-gpu", &marked, ours, Outcome::Failed, detail);
-            return false;
-        }
+    let left = timeout.min(time_left(ctx.report));
+    let why = match checks_again(ours, recheck, left) {
+        Recheck::Clean => None,
+        Recheck::Fault(why) => Some((why, ResetEnd::Escalate)),
+        Recheck::Undecided(why) => Some((
+            format!("{why}; the node stays out and the next run looks again"),
+            ResetEnd::Wait,
+        )),
+    };
+    if let Some((why, end)) = why {
+        let detail = format!("{}; {why}", done.join(", "));
+        ctx.change("reset-gpu", &marked, ours, Outcome::Failed, detail);
+        return end;
     }
     let detail = format!("{}; the checks are clean", done.join(", "));
     ctx.change("reset-gpu", &marked, ours, Outcome::Applied, detail);
@@ -329,19 +375,14 @@ fn reset(
         memory.ours = None;
         memory.repairs.handed_over = None;
     }
-    true
+    ResetEnd::Done
 }
 
-/// The checks of the node's causes, again, in a fresh process: `Ok` when
-/// none takes the node out and none could not run. The XID check is not
-/// among them: its log keeps what the reset just repaired.
-fn checks_again(
-    ours: &Ours,
-    recheck: &[String],
-    timeout: std::time::Duration,
-) -> Result<(), String> {
+/// The checks of the node's causes, again, in a fresh process. The XID
+/// check is not among them: its log keeps what the reset just repaired.
+fn checks_again(ours: &Ours, recheck: &[String], timeout: Duration) -> Recheck {
     if recheck.is_empty() {
-        return Err("this run cannot run the checks again".into());
+        return Recheck::Undecided("this run cannot run the checks again".into());
     }
     let mut names: Vec<&str> = ours
         .causes
@@ -355,34 +396,58 @@ fn checks_again(
     let mut argv = recheck.to_vec();
     argv.extend(["run", "--no-record", "--format", "json", "--checks"].map(String::from));
     argv.push(names.join(","));
-    // The checks' exit status says what they found: read the report instead.
-    let out = match crate::bounded::run(&argv, b"", timeout) {
+    // The checks' exit status says what they found: the report says more.
+    let out = match crate::bounded::run_any_status(&argv, b"", timeout) {
         Ok(f) => f.stdout,
-        Err(e) if e.starts_with("exited with") => {
-            return Err(format!("the checks after it still fail ({e})"))
-        }
-        Err(e) => return Err(format!("the checks after it did not run: {e}")),
+        Err(e) => return Recheck::Undecided(format!("the checks after it did not run: {e}")),
     };
-    let report: serde_json::Value = serde_json::from_slice(&out)
-        .map_err(|e| format!("the checks after it printed no report: {e}"))?;
-    let bad: Vec<String> = report["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| matches!(f["severity"].as_str(), Some("drain" | "down" | "unknown")))
-        .map(|f| {
-            format!(
-                "{} {}",
-                f["code"].as_str().unwrap_or("?"),
-                f["entity"].as_str().unwrap_or("?")
-            )
-        })
-        .collect();
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("the checks after it still find {}", bad.join(", ")))
+    let report: serde_json::Value = match serde_json::from_slice(&out) {
+        Ok(r) => r,
+        Err(e) => return Recheck::Undecided(format!("the checks after it printed no report: {e}")),
+    };
+    judge_recheck(&report)
+}
+
+/// A re-check's JSON report: a fault when a finding takes the node out,
+/// undecided when a check could not run.
+fn judge_recheck(report: &serde_json::Value) -> Recheck {
+    let with = |severities: &[&str]| -> Vec<String> {
+        report["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| {
+                f["severity"]
+                    .as_str()
+                    .is_some_and(|s| severities.contains(&s))
+            })
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["code"].as_str().unwrap_or("?"),
+                    f["entity"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    };
+    if report["findings"].as_array().is_none() {
+        return Recheck::Undecided("the checks after it printed no findings".into());
     }
+    let faults = with(&["drain", "down"]);
+    if !faults.is_empty() {
+        return Recheck::Fault(format!(
+            "the checks after it still find {}",
+            faults.join(", ")
+        ));
+    }
+    let unknown = with(&["unknown"]);
+    if !unknown.is_empty() {
+        return Recheck::Undecided(format!(
+            "the checks after it could not tell ({})",
+            unknown.join(", ")
+        ));
+    }
+    Recheck::Clean
 }
 
 fn reboot(ctx: &mut Ctx, ours: &Ours, memory: &mut Memory) {
@@ -444,6 +509,16 @@ fn after_reboot(ctx: &mut Ctx, ours: &Ours, policy: &PolicyResult, memory: &mut 
         // A link that flaps after a boot: wait until it is confirmed or gone.
         return;
     }
+    if ctx
+        .report
+        .findings
+        .iter()
+        .any(|f| f.severity == lemonade_config::Severity::Unknown)
+    {
+        // A check that could not run (NVML still starting) proves nothing:
+        // the node stays DOWN until a run can tell.
+        return;
+    }
     memory.repairs.reboot = None;
     let faults: Vec<String> = ctx
         .report
@@ -487,5 +562,58 @@ fn forget_xids(store: &mut lemonade_sql::node::NodeStore, pci: &[String], at: i6
     }
     if let Ok(json) = serde_json::to_string(&state) {
         let _ = store.set_check_state("xid", &json, at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn finding(code: &str, severity: &str) -> serde_json::Value {
+        json!({"check": "gpu", "entity": "gpu3", "code": code, "severity": severity})
+    }
+
+    #[test]
+    fn a_recheck_with_only_ok_and_warnings_is_clean() {
+        let report = json!({"findings": [finding("GPU_OK", "ok"), finding("GPU_TEMP", "warning")]});
+        assert_eq!(judge_recheck(&report), Recheck::Clean);
+    }
+
+    #[test]
+    fn a_recheck_that_still_finds_the_fault_escalates_even_beside_an_unknown() {
+        let report =
+            json!({"findings": [finding("NVML_TIMEOUT", "unknown"), finding("GPU_LOST", "down")]});
+        match judge_recheck(&report) {
+            Recheck::Fault(why) => assert!(why.contains("GPU_LOST gpu3"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_recheck_that_could_not_tell_is_undecided_not_a_fault() {
+        let report = json!({"findings": [finding("NVML_TIMEOUT", "unknown")]});
+        assert!(matches!(judge_recheck(&report), Recheck::Undecided(_)));
+        assert!(matches!(
+            judge_recheck(&json!({"oops": 1})),
+            Recheck::Undecided(_)
+        ));
+    }
+
+    #[test]
+    fn checks_that_cannot_run_again_leave_the_node_waiting() {
+        let ours: Ours = serde_json::from_value(json!({
+            "action": "drain", "reason": "hc: GPU_LOST gpu3", "causes": [], "at": 0, "clean_runs": 0
+        }))
+        .unwrap();
+        assert!(matches!(
+            checks_again(&ours, &[], Duration::from_secs(1)),
+            Recheck::Undecided(_)
+        ));
+        let missing = vec!["/nonexistent/healthcheck".to_string()];
+        match checks_again(&ours, &missing, Duration::from_secs(1)) {
+            Recheck::Undecided(why) => assert!(why.contains("did not run"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

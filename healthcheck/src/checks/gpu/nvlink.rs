@@ -195,6 +195,7 @@ fn judge_growth(
             .actual(&detail)
             .action(Action::ResetGpu)
             .message(format!("{gpu}: NVLink {what} counters grew: {detail}"))
+            .from_counter_growth()
     };
     let replay = at_least(grown(|c| c.replay), s.replay_growth_drain);
     if !replay.is_empty() {

@@ -139,7 +139,8 @@ pub fn evaluate(
                     .actual(format!("{per_hour:.0}/h"))
                     .message(format!(
                         "{entity}: {name} grew by {per_hour:.0}/h (now {value})"
-                    )),
+                    ))
+                    .from_counter_growth(),
                 );
             }
             if !recent.is_empty() {

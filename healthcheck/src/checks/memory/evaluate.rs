@@ -134,7 +134,8 @@ fn judge_counter(
                 .message(format!(
                     "{entity}{slot}: corrected memory errors at {per_hour:.0}/h (now {})",
                     counter.corrected
-                )),
+                ))
+                .from_counter_growth(),
         );
     }
     if own.is_empty() {

@@ -205,16 +205,21 @@ fn judge_aer(
         ] {
             let grew = growth(Some(was), is);
             if grew > 0 && severity != Severity::Ok {
-                out.push(
-                    Finding::new(NAME, &f.bdf, code, severity)
-                        .pci(&f.bdf)
-                        .expected("0 new")
-                        .actual(format!("{grew} new"))
-                        .message(format!(
-                            "{}: {grew} new {kind} AER errors since the last run ({is} in total)",
-                            f.bdf
-                        )),
-                );
+                let finding = Finding::new(NAME, &f.bdf, code, severity)
+                    .pci(&f.bdf)
+                    .expected("0 new")
+                    .actual(format!("{grew} new"))
+                    .message(format!(
+                        "{}: {grew} new {kind} AER errors since the last run ({is} in total)",
+                        f.bdf
+                    ));
+                // A fatal error is a fault whenever it comes; non-fatal
+                // ones also come from a link training after a boot.
+                out.push(if code == "PCIE_AER_NONFATAL" {
+                    finding.from_counter_growth()
+                } else {
+                    finding
+                });
             }
         }
         recent.record(
@@ -233,7 +238,8 @@ fn judge_aer(
                     .message(format!(
                         "{}: correctable AER errors at {per_hour:.0}/h",
                         f.bdf
-                    )),
+                    ))
+                    .from_counter_growth(),
             );
         }
     }
