@@ -277,10 +277,25 @@ fn ticket_cmd(ctx: &Ctx, t: TicketCommand) -> Result<u8> {
             let n = ingest::tickets::close(&conn, &node, &note, ctx.now)?;
             if n == 0 {
                 return Err(LemonError::Usage(format!(
-                    "{node} has no open ticket (see `lemon report`)"
+                    "{node} has no open ticket (see `lemon ticket list`)"
                 )));
             }
             println!("{node}: {n} ticket(s) closed");
+        }
+        TicketCommand::List { all } => {
+            for t in ingest::tickets::list(&conn, all)? {
+                let closed = t
+                    .closed_at
+                    .map(|c| format!(", closed {}", db::fmt_time(c)))
+                    .unwrap_or_default();
+                println!(
+                    "{}\topened {}{closed}\t{}\t{}",
+                    t.node,
+                    db::fmt_time(t.opened_at),
+                    t.source,
+                    t.note
+                );
+            }
         }
         TicketCommand::Import { file } => {
             let stats = ingest::tickets::import_csv(&mut conn, &file)?;

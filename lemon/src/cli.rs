@@ -156,6 +156,11 @@ pub enum TicketCommand {
         #[arg(long, default_value = "")]
         note: String,
     },
+    /// List the open tickets (with `--all`, the closed ones too), oldest first.
+    List {
+        #[arg(long)]
+        all: bool,
+    },
     /// Import tickets from a CSV file with the header `node,opened_at,closed_at,note`
     /// (times as unix seconds or `YYYY-MM-DDTHH:MM:SS` UTC; `closed_at` may be empty).
     Import { file: PathBuf },

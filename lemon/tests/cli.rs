@@ -270,8 +270,22 @@ fn release_forgives_and_reports_render_in_every_format() {
         "psu",
     ]);
     assert_eq!(t.status.code(), Some(0), "{}", text(&t));
+    let listed = c.lemon(&["ticket", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.starts_with(&node_name(5)) && listed.contains("\tcli\tpsu"),
+        "{listed}"
+    );
     let t = c.lemon(&["--now", &c.now(), "ticket", "close", &node_name(5)]);
     assert_eq!(t.status.code(), Some(0), "{}", text(&t));
+    let listed = c.lemon(&["ticket", "list"]);
+    assert!(listed.stdout.is_empty(), "{}", text(&listed));
+    let all = c.lemon(&["ticket", "list", "--all"]);
+    assert!(
+        String::from_utf8_lossy(&all.stdout).contains(", closed "),
+        "{}",
+        text(&all)
+    );
     let md = c.lemon(&["--now", &c.now(), "report", "--format", "markdown"]);
     let md = String::from_utf8_lossy(&md.stdout);
     assert!(md.contains("| node | flagged |"), "{md}");

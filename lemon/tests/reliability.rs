@@ -45,6 +45,7 @@ fn input(jobs: Vec<JobRecord>) -> ReportInput {
         jobs,
         lemons: vec![],
         signals: vec![],
+        state_changes: vec![],
     }
 }
 

@@ -227,3 +227,72 @@ fn the_first_failing_task_is_found_within_a_second() {
     };
     assert_eq!(rows, [s("21", "n3"), s("22", "n2")]);
 }
+
+fn state_change(action: &str, reason: &str) -> Body {
+    Body::StateChange {
+        action: action.into(),
+        reason: reason.into(),
+    }
+}
+
+/// (source, opened_at, closed, note) of the node's tickets.
+fn tickets(
+    conn: &lemonade_sql::rusqlite::Connection,
+    node: &str,
+) -> Vec<(String, i64, bool, String)> {
+    ingest::tickets::list(conn, true)
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.node == node)
+        .map(|t| (t.source, t.opened_at, t.closed_at.is_some(), t.note))
+        .collect()
+}
+
+#[test]
+fn a_node_handed_over_to_a_human_gets_one_open_ticket() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let mut conn = db::open(&dir.path().join("l.db"), Duration::from_secs(5)).unwrap();
+    let human = "hc: XID_79 gpu3 human needed";
+    let mut records = vec![
+        rec(
+            "n1",
+            1,
+            1_000,
+            state_change("drain (applied)", "hc: XID_79 gpu3"),
+        ),
+        rec(
+            "n1",
+            2,
+            1_300,
+            state_change("reset-gpu (failed)", "hc: XID_79 gpu3 reset"),
+        ),
+        // A dry run hands nothing over.
+        rec("n1", 3, 1_400, state_change("hand-over (dry-run)", human)),
+        rec("n1", 4, 1_500, state_change("hand-over (applied)", human)),
+        // Handed over again while the ticket is open: still one repair.
+        rec("n1", 5, 9_000, state_change("hand-over (applied)", human)),
+    ];
+    lemonade_spool::write(&spool, "n1", &records, 1 << 20).unwrap();
+    ingest::spool::ingest_dir(&mut conn, &spool).unwrap();
+    // Read twice: nothing is stored or opened twice.
+    ingest::spool::ingest_dir(&mut conn, &spool).unwrap();
+    assert_eq!(
+        tickets(&conn, "n1"),
+        [("hand-over".to_string(), 1_500, false, human.to_string())]
+    );
+
+    // Once a human closes it, the next hand-over opens a new one.
+    ingest::tickets::close(&conn, "n1", "replaced GPU", 20_000).unwrap();
+    records.push(rec(
+        "n1",
+        6,
+        30_000,
+        state_change("hand-over (applied)", human),
+    ));
+    lemonade_spool::write(&spool, "n1", &records, 1 << 20).unwrap();
+    ingest::spool::ingest_dir(&mut conn, &spool).unwrap();
+    let all = tickets(&conn, "n1");
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all[0].2 && !all[1].2 && all[1].1 == 30_000, "{all:?}");
+}

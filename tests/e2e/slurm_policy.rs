@@ -364,15 +364,24 @@ fn healthcheck_on(
     args: &[&str],
 ) -> (std::process::Output, lemonade_tests::fixture::FixtureNode) {
     let root = lemonade_tests::fixture::node(fault);
-    let out = healthcheck_in(c, node, &root, extra, args);
+    let out = healthcheck_in(
+        c,
+        node,
+        &root,
+        lemonade_tests::fake_nvml::HEALTHY,
+        extra,
+        args,
+    );
     (out, root)
 }
 
-/// `healthcheck` run by hand for `node` against the prepared `root`.
+/// `healthcheck` run by hand for `node` against the prepared `root` and
+/// the fake NVML's scenario `nvml`.
 fn healthcheck_in(
     c: &Cluster,
     node: &str,
     root: &lemonade_tests::fixture::FixtureNode,
+    nvml: &str,
     extra: &str,
     args: &[&str],
 ) -> std::process::Output {
@@ -391,7 +400,7 @@ fn healthcheck_in(
         .env_clear()
         .env(
             lemonade_tests::fake_nvml::SCENARIO_ENV,
-            lemonade_tests::fake_nvml::scenario(lemonade_tests::fake_nvml::HEALTHY),
+            lemonade_tests::fake_nvml::scenario(nvml),
         )
         .output()
         .unwrap()
@@ -561,6 +570,7 @@ fn counter_growth_right_after_a_boot_waits_for_the_grace_and_then_drains() {
             c,
             "node7",
             &root,
+            lemonade_tests::fake_nvml::HEALTHY,
             extra,
             &[
                 "run",
@@ -613,4 +623,56 @@ fn counter_growth_right_after_a_boot_waits_for_the_grace_and_then_drains() {
     );
     c.run("scontrol", &["update", "NodeName=node7", "State=RESUME"])
         .unwrap();
+}
+
+#[test]
+fn a_flapping_nvlink_that_clears_within_confirm_runs_never_takes_the_node_out() {
+    let _t = turn();
+    let c = cluster();
+    let root = lemonade_tests::fixture::node("healthy");
+    // The default confirm_runs: nvlink 2 of 3. Down, up twice, down again:
+    // never in 2 of the last 3 runs.
+    for nvml in [
+        "nvlink-inactive",
+        "h100-healthy",
+        "h100-healthy",
+        "nvlink-inactive",
+    ] {
+        let out = healthcheck_in(
+            c,
+            "node7",
+            &root,
+            nvml,
+            "",
+            &["run", "--apply-policy", "--format", "json"],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (state, reason) = c.node_state("node7").unwrap();
+        assert!(
+            !reason.starts_with("hc:") && !state.starts_with("drain") && !state.starts_with("down"),
+            "{nvml}: node7 {state} {reason}\n{stderr}"
+        );
+        if nvml == "nvlink-inactive" {
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "a warning while it waits\n{stdout}\n{stderr}"
+            );
+            assert!(
+                stdout.contains("NVLINK_INACTIVE")
+                    && stdout.contains("seen in 1 of the last 3 runs"),
+                "{stdout}"
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        }
+    }
+    assert!(
+        !state_changes(c, "node7")
+            .iter()
+            .any(|r| r.reason.contains("NVLINK")),
+        "{:#?}",
+        state_changes(c, "node7")
+    );
 }

@@ -7,7 +7,9 @@
 //! node1: a reset that clears an uncorrected ECC error. node2: a degraded
 //! PCIe link that a reboot repairs. node3: the same fault, which survives
 //! its reboot and waits for node2's first (the breaker). node4: a reset that
-//! fails, with `max_remediations = 1`: a human is needed.
+//! fails, with `max_remediations = 1`: a human is needed. node5: a reset
+//! that runs but does not clear the fault, so a reboot, which does not
+//! either.
 //!
 //! Waits are bounded polls, generous for a loaded CI machine.
 
@@ -21,7 +23,7 @@ use std::time::Duration;
 const INTERVAL: u32 = 5;
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// The fake NVML scenarios of node1 and node4, which their reset rewrites.
+/// The fake NVML scenarios of node1, node4 and node5 (node1's reset rewrites its own).
 fn scenarios() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -39,6 +41,12 @@ fn scenarios() -> &'static Path {
             )
             .unwrap();
         }
+        // node5's test plants its fault itself.
+        std::fs::copy(
+            nvml.join("h100-healthy.json"),
+            dir.path().join("node5.json"),
+        )
+        .unwrap();
         dir
     })
     .path()
@@ -69,7 +77,7 @@ fn cluster() -> &'static Cluster {
 enabled = true
 reset_command = ["/bin/cp", "{healthy}", "{node1}"]
 reset_timeout_s = 30
-# 4 nodes: one remediation at a time.
+# 5 nodes: one remediation at a time.
 breaker_fraction = 0.1
 
 [hooks]
@@ -80,16 +88,22 @@ timeout_s = 5
 hosts = "node4"
 remediation.reset_command = ["/bin/false", "{{gpu}}"]
 remediation.max_remediations = 1
+
+[[node]]
+hosts = "node5"
+remediation.reset_command = ["/bin/true", "{{gpu}}"]
 "#,
             healthy = scenarios().join("h100-healthy.json").display(),
             node1 = scenario("node1").display(),
             hooks = hook_log().display(),
         );
         ClusterOptions {
-            nodes: 4,
+            nodes: 5,
             health_check_interval: Some(INTERVAL),
             reboot_program: true,
-            node_env: [env("node1"), env("node4")].into_iter().collect(),
+            node_env: [env("node1"), env("node4"), env("node5")]
+                .into_iter()
+                .collect(),
             lemonade_toml: toml,
             ..Default::default()
         }
@@ -234,4 +248,114 @@ fn a_reboot_returns_its_node_after_a_clean_check_and_a_surviving_fault_stays_dow
     assert!(state.starts_with("down"), "{state} {reason}");
     assert!(reason.ends_with(" reboot did not help"), "{reason}");
     assert_eq!(c.reboots("node3"), 1, "a human has it now");
+}
+
+#[test]
+fn lemon_opens_a_ticket_for_the_handed_over_node_and_reports_the_repairs() {
+    let c = cluster();
+    // node1's reset resumed it; node4 was handed over (their own tests wait
+    // for each; this one only reads what their periodic runs exported).
+    let ok = c.wait_until(LIMIT, || {
+        has_change(c, "node1", "resume", "applied")
+            && has_change(c, "node4", "hand-over", "applied")
+    });
+    assert!(
+        ok,
+        "node1 {:#?}\nnode4 {:#?}",
+        state_changes(c, "node1"),
+        state_changes(c, "node4")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("lemon.db");
+    let lemon = |args: &[&str]| {
+        let out = c
+            .host_binary(&lemonade_tests::target_bin_dir().join("lemon"))
+            .arg("--config")
+            .arg(c.config_path())
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "lemon {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let spool = c.spool_dir().display().to_string();
+    lemon(&["ingest", "--no-slurm", "--spool-dir", &spool]);
+    let tickets = lemon(&["ticket", "list"]);
+    let node4: Vec<&str> = tickets
+        .lines()
+        .filter(|l| l.starts_with("node4\t"))
+        .collect();
+    assert_eq!(node4.len(), 1, "{tickets}");
+    assert!(
+        node4[0].contains("\thand-over\thc: ECC_VOLATILE_UNCORRECTED gpu1 human needed"),
+        "{tickets}"
+    );
+    assert!(
+        !tickets.contains("node1\t"),
+        "node1 came back by itself: {tickets}"
+    );
+    // Read again: the same records open nothing twice.
+    lemon(&["ingest", "--no-slurm", "--spool-dir", &spool]);
+    assert_eq!(lemon(&["ticket", "list"]), tickets);
+
+    let report = lemon(&["report", "--reliability"]);
+    let ecc = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("ecc "))
+        .unwrap_or_else(|| panic!("no ecc row: {report}"));
+    // node1 and node4 at least (node1 may have been taken out again since).
+    let cells: Vec<&str> = ecc.split_whitespace().collect();
+    let incidents: u64 = cells[1].parse().unwrap();
+    let resets: u64 = cells[2].parse().unwrap();
+    let hand_overs: u64 = cells[4].parse().unwrap();
+    assert!(incidents >= 2 && resets >= 2 && hand_overs >= 1, "{report}");
+    assert!(
+        report.contains("mean time between incidents per node"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_reset_that_does_not_clear_the_fault_escalates_to_a_reboot() {
+    let c = cluster();
+    std::fs::copy(
+        lemonade_tests::fake_nvml::scenario("ecc-volatile-dbe"),
+        scenario("node5"),
+    )
+    .unwrap();
+    // The reset command succeeds, the checks after it still find the error,
+    // so a reboot; the fake NVML keeps the fault across it.
+    let (state, reason) = wait_node(c, "node5", "reboot that did not help", |_, r| {
+        r.ends_with(" reboot did not help")
+    });
+    assert!(state.starts_with("down"), "{state}");
+    assert!(
+        reason.starts_with("hc: ECC_VOLATILE_UNCORRECTED gpu1"),
+        "{reason}"
+    );
+    let rows = state_changes(c, "node5");
+    let reset = rows
+        .iter()
+        .position(|r| r.action == "reset-gpu" && r.outcome == "failed")
+        .unwrap_or_else(|| panic!("no reset that failed: {rows:#?}"));
+    assert!(
+        rows[reset]
+            .detail
+            .contains("still find ECC_VOLATILE_UNCORRECTED"),
+        "{:?}",
+        rows[reset]
+    );
+    let reboot = rows
+        .iter()
+        .position(|r| r.action == "reboot" && r.outcome == "applied")
+        .unwrap_or_else(|| panic!("no reboot: {rows:#?}"));
+    assert!(reset < reboot, "the reset came first: {rows:#?}");
+    assert_eq!(c.reboots("node5"), 1);
 }

@@ -184,6 +184,7 @@ pub fn generate(spec: &SyntheticSpec) -> ReportInput {
         jobs,
         lemons,
         signals,
+        state_changes: Vec::new(),
     }
 }
 

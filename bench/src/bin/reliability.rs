@@ -82,6 +82,7 @@ fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)]) {
             jobs: loaded.jobs,
             lemons: current_lemons(&conn).expect("lemons"),
             signals: input.signals.clone(),
+            state_changes: Vec::new(),
         };
         assert_eq!(db_input.jobs.len(), input.jobs.len());
         let report = build_report(&db_input, &params).expect("report");

@@ -88,7 +88,7 @@ pub fn ingest_records(
                 nodes.get_or_insert(&tx, &r.node)?
             };
             let f = Flat::of(&r.body);
-            inserted += ins.execute(params![
+            let new = ins.execute(params![
                 rec_node,
                 r.epoch,
                 r.seq as i64,
@@ -106,6 +106,10 @@ pub fn ingest_records(
                 f.detail,
                 f.at_ms
             ])? as u64;
+            inserted += new;
+            if new == 1 && f.kind == "state_change" && f.code == Some(HANDED_OVER) {
+                super::tickets::open_for_hand_over(&tx, rec_node, r.at, f.detail.unwrap_or(""))?;
+            }
         }
     }
     if let Some((epoch, seq)) = last {
@@ -118,6 +122,10 @@ pub fn ingest_records(
     tx.commit()?;
     Ok(inserted)
 }
+
+/// The state change of a node's remediation handing the node to a human
+/// (`healthcheck/src/repair`): it opens a repair ticket.
+const HANDED_OVER: &str = "hand-over (applied)";
 
 /// A record's body as the columns of `health`.
 #[derive(Default)]

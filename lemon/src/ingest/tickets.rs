@@ -1,4 +1,5 @@
-//! Repair tickets: opened and closed by hand (`lemon ticket`) or imported from CSV.
+//! Repair tickets: opened and closed by hand (`lemon ticket`), imported from
+//! CSV, or opened when a node's remediation hands it over to a human.
 
 use super::IngestStats;
 use crate::db::{self, NodeIds};
@@ -16,6 +17,50 @@ pub fn open(conn: &Connection, node: &str, note: &str, now: i64) -> Result<()> {
         params![id, now, note],
     )?;
     Ok(())
+}
+
+/// Opens a ticket for a node whose remediation handed it over to a human
+/// (`reason`: `hc: CODE entity human needed`), unless one is open already:
+/// a node handed over twice is still one repair.
+pub fn open_for_hand_over(conn: &Connection, node: i64, at: i64, reason: &str) -> Result<()> {
+    conn.execute(
+        "INSERT INTO tickets(node, opened_at, note, source)
+         SELECT ?1, ?2, ?3, 'hand-over'
+         WHERE NOT EXISTS (SELECT 1 FROM tickets WHERE node = ?1 AND closed_at IS NULL)
+         ON CONFLICT(node, opened_at) DO NOTHING",
+        params![node, at, reason],
+    )?;
+    Ok(())
+}
+
+/// A repair ticket as `lemon ticket list` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ticket {
+    pub node: String,
+    pub opened_at: i64,
+    pub closed_at: Option<i64>,
+    /// `cli`, `csv:<file>` or `hand-over`.
+    pub source: String,
+    pub note: String,
+}
+
+/// The open tickets, or all of them, oldest first.
+pub fn list(conn: &Connection, all: bool) -> Result<Vec<Ticket>> {
+    let mut stmt = conn.prepare(
+        "SELECT n.name, t.opened_at, t.closed_at, t.source, t.note
+         FROM tickets t JOIN nodes n ON n.id = t.node
+         WHERE ?1 OR t.closed_at IS NULL ORDER BY t.opened_at, n.name",
+    )?;
+    let rows = stmt.query_map([all], |r| {
+        Ok(Ticket {
+            node: r.get(0)?,
+            opened_at: r.get(1)?,
+            closed_at: r.get(2)?,
+            source: r.get(3)?,
+            note: r.get(4)?,
+        })
+    })?;
+    Ok(rows.collect::<std::result::Result<_, _>>()?)
 }
 
 /// Closes the node's open tickets; returns how many.

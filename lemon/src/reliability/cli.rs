@@ -140,6 +140,7 @@ pub fn reliability_report(
         jobs: loaded.jobs,
         lemons: current_lemons(conn)?,
         signals: scores.map(signals_from_scores).unwrap_or_default(),
+        state_changes: super::load::state_changes(conn, range)?,
     };
     let params = ReportParams {
         large_job_gpus: args.large_job_gpus,

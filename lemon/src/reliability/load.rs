@@ -1,6 +1,6 @@
 //! Reads the report's inputs from lemon.db: the runs of the range with
-//! their attributed check categories, the fleet, the lemon list, and the
-//! signals of the latest scoring.
+//! their attributed check categories, the fleet, the lemon list, the
+//! signals of the latest scoring, and the nodes' state changes.
 //!
 //! A failed run's category comes from the one attribution of lemon
 //! ([`crate::attribute`], through [`crate::signals::attribute_range`]):
@@ -11,6 +11,7 @@
 //! recomputed for the report's range rather than read from the
 //! `attributions` table, which only covers the last `lemon run`.
 
+use super::remediation::StateChangeRecord;
 use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
 use crate::attribute::{AttributionParams, AFTER_END_S, BEFORE_END_S};
 use crate::decide::Scores;
@@ -122,6 +123,30 @@ pub fn load_jobs(
         gpus_per_node: gpn,
         gpus_per_node_source: source,
     })
+}
+
+/// The nodes' state changes in the range, from their spool exports.
+pub fn state_changes(
+    conn: &Connection,
+    range: TimeRange,
+) -> Result<Vec<StateChangeRecord>, ReliabilityError> {
+    let mut stmt = conn.prepare(
+        "SELECT n.name, h.at, h.code, h.detail FROM health h JOIN nodes n ON n.id = h.node
+         WHERE h.kind = 'state_change' AND h.at >= ?1 AND h.at < ?2 ORDER BY h.at",
+    )?;
+    let rows = stmt.query_map(
+        params![range.since.timestamp(), range.until.timestamp()],
+        |r| {
+            let at: i64 = r.get(1)?;
+            Ok(StateChangeRecord::from_spool(
+                r.get(0)?,
+                time(at),
+                &r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+            ))
+        },
+    )?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 fn infer_gpus_per_node(rows: &[Row]) -> (u32, String) {

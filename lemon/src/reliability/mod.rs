@@ -18,6 +18,7 @@ pub mod lemons;
 pub mod load;
 pub mod mttf;
 pub mod outcomes;
+pub mod remediation;
 pub mod render;
 pub mod stats;
 pub mod svg;
@@ -229,6 +230,9 @@ pub struct ReportInput {
     pub jobs: Vec<JobRecord>,
     pub lemons: Vec<LemonEntry>,
     pub signals: Vec<SignalValues>,
+    /// The nodes' state changes from their spool exports (any range: the
+    /// report keeps those in its own).
+    pub state_changes: Vec<remediation::StateChangeRecord>,
 }
 
 /// Knobs of the report; the defaults follow the paper.
@@ -331,6 +335,7 @@ pub struct ReliabilityReport {
     pub ettr: ettr::EttrTable,
     pub goodput: goodput::LostGoodput,
     pub lemons: lemons::LemonSection,
+    pub remediation: remediation::RemediationSummary,
 }
 
 /// Computes the whole report.
@@ -369,6 +374,7 @@ pub fn build_report(
     let ettr = ettr::ettr_table(rate, gpn, queue, params);
     let goodput = goodput::lost_goodput(&jobs, params);
     let lemons = lemons::lemon_section(&input.lemons, &input.signals);
+    let remediation = remediation::summarize(&input.state_changes, input.range, input.fleet_nodes);
     Ok(ReliabilityReport {
         range: input.range,
         fleet_nodes: input.fleet_nodes,
@@ -382,6 +388,7 @@ pub fn build_report(
         ettr,
         goodput,
         lemons,
+        remediation,
     })
 }
 

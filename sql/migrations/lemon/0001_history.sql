@@ -104,7 +104,7 @@ CREATE TABLE tickets (
     closed_at   INTEGER,
     note        TEXT NOT NULL DEFAULT '',
     close_note  TEXT,
-    source      TEXT NOT NULL,             -- cli | csv:<file>
+    source      TEXT NOT NULL,             -- cli | csv:<file> | hand-over
     UNIQUE (node, opened_at)
 );
 

@@ -46,6 +46,7 @@ pub fn render(r: &ReliabilityReport) -> String {
     mttf(&mut o, r);
     ettr(&mut o, r);
     goodput(&mut o, r);
+    remediation(&mut o, r);
     lemons(&mut o, r);
     o.push_str("</body></html>\n");
     o
@@ -290,6 +291,46 @@ fn goodput(o: &mut String, r: &ReliabilityReport) {
                     format!("{:.1}", l.gpu_hours),
                 ]
             }),
+    );
+}
+
+fn remediation(o: &mut String, r: &ReliabilityReport) {
+    let m = &r.remediation;
+    let _ = write!(
+        o,
+        "<h2>Incidents and automatic repair</h2><p class=\"note\">From the state changes in {} nodes' spool exports: an incident is a node a health check took out, until it was resumed. Mean time between incidents per node: <span class=\"figure\" id=\"mtbi\">{}</span>.</p>",
+        m.nodes_reporting,
+        m.mtbi_days.map_or("—".into(), |d| duration_hours(d * 24.0))
+    );
+    table(
+        o,
+        "remediation",
+        &[
+            "category",
+            "incidents",
+            "resets",
+            "reboots",
+            "hand-overs",
+            "remediated",
+            "returned to service",
+            "median time out",
+        ],
+        m.by_category.iter().chain([&m.total]).map(|row| {
+            vec![
+                row.category.clone(),
+                row.incidents.to_string(),
+                row.resets.to_string(),
+                row.reboots.to_string(),
+                row.hand_overs.to_string(),
+                row.remediated.to_string(),
+                if row.remediated == 0 {
+                    "—".into()
+                } else {
+                    pct(row.returned_share)
+                },
+                row.median_hours_out.map_or("—".into(), duration_hours),
+            ]
+        }),
     );
 }
 

@@ -14,6 +14,7 @@ pub fn render(r: &ReliabilityReport) -> String {
     mttf(&mut o, r);
     ettr(&mut o, r);
     goodput(&mut o, r);
+    remediation(&mut o, r);
     lemons(&mut o, r);
     o
 }
@@ -242,6 +243,72 @@ fn goodput(o: &mut String, r: &ReliabilityReport) {
         "  second-order share of hardware-related loss: {}\n",
         pct(g.second_order_share)
     );
+}
+
+fn remediation(o: &mut String, r: &ReliabilityReport) {
+    let m = &r.remediation;
+    let _ = writeln!(
+        o,
+        "Incidents and automatic repair (state changes of {} nodes' spool exports)",
+        m.nodes_reporting
+    );
+    if m.total.incidents == 0 {
+        let _ = writeln!(
+            o,
+            "  no node was taken out by a health check in the range{}\n",
+            if m.nodes_reporting == 0 {
+                " (or no spool export was ingested)"
+            } else {
+                ""
+            }
+        );
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "  {:<12} {:>9} {:>7} {:>8} {:>11} {:>11} {:>9} {:>13}",
+        "category",
+        "incidents",
+        "resets",
+        "reboots",
+        "hand-overs",
+        "remediated",
+        "returned",
+        "median out"
+    );
+    for row in m.by_category.iter().chain([&m.total]) {
+        let _ = writeln!(
+            o,
+            "  {:<12} {:>9} {:>7} {:>8} {:>11} {:>11} {:>9} {:>13}",
+            row.category,
+            row.incidents,
+            row.resets,
+            row.reboots,
+            row.hand_overs,
+            row.remediated,
+            if row.remediated == 0 {
+                "—".to_string()
+            } else {
+                pct(row.returned_share)
+            },
+            row.median_hours_out.map_or("—".into(), duration_hours)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  mean time between incidents per node: {}",
+        m.mtbi_days.map_or("—".into(), |d| duration_hours(d * 24.0))
+    );
+    for n in &m.repeat_nodes {
+        let _ = writeln!(
+            o,
+            "    {:<16} {:>3} incidents, one every {}",
+            n.node,
+            n.incidents,
+            duration_hours(n.days_between * 24.0)
+        );
+    }
+    o.push('\n');
 }
 
 fn lemons(o: &mut String, r: &ReliabilityReport) {
