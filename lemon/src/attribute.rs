@@ -18,9 +18,12 @@
 //!   category `slurm`). Administrators' and lemon's own events do not count.
 //!
 //! **Multi-node runs** are blamed on one node, first match wins: the node
-//! with the earliest finding, else the earliest node event, else the node
-//! whose task failed first (the SPANK plugin's task exits, in milliseconds;
-//! ties to the lower node id), else they are weighed (below).
+//! with the earliest finding, else the earliest node event. Else, when the
+//! SPANK plugin recorded the task exits (in milliseconds; ties to the lower
+//! node id), the node whose task failed first is where the run failed, and
+//! the run is weighed as if it had run there alone: a user's bug also fails
+//! some task first, so the first failing task says *where*, not *whose*.
+//! Without task exits, they are weighed on all their nodes (below).
 //!
 //! **Single-node runs**, first match wins:
 //! 1. `NODE_FAIL`: the node's;
@@ -367,7 +370,8 @@ pub enum Rule {
     Finding,
     /// A node event of our checks or of Slurm in the window.
     NodeEvent,
-    /// The first failing task of a multi-node run.
+    /// The first failing task of a multi-node run, on a node whose hardware
+    /// explains it better than the user's record (weighed as a one-node run).
     FirstTaskExit,
     /// A one-node signal death that the node's hardware hazard explains
     /// better than the user's crash rate elsewhere.
@@ -465,6 +469,12 @@ enum FirstPass {
     Done(Attribution),
     /// No evidence decides: a plain exit or signal death, or a multi-node run.
     Weigh,
+    /// A multi-node run whose first failing task was on `node`: weighed as
+    /// if it had run there alone (a user's bug fails some task first too).
+    Localized {
+        node: i64,
+        detail: String,
+    },
 }
 
 /// True for the states that count as failures.
@@ -534,6 +544,11 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
         let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
         return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
     }
+    if run.state == "NODE_FAIL" {
+        // The node that died records no task exit: the first one recorded
+        // is a survivor's, killed by Slurm.
+        return FirstPass::Weigh;
+    }
     // The window is in seconds, the task exits in milliseconds: every
     // millisecond of the seconds `from..=hi` is inside.
     let hi = run.end + AFTER_END_S;
@@ -547,16 +562,11 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
             .find(|&&(n, at_ms)| at_ms >= from_ms && at_ms <= hi_ms && run.nodes.contains(&n))
     }) {
         let detail = format!(
-            "{}; first failing task, {:+.3}s from the end",
-            exit_text(run),
+            "first failing task of {} nodes on this node, {:+.3}s from the end",
+            run.nodes.len(),
             (at_ms - run.end * 1000) as f64 / 1000.0
         );
-        return FirstPass::Done(Attribution::node(
-            node,
-            Rule::FirstTaskExit,
-            "task_exit",
-            detail,
-        ));
+        return FirstPass::Localized { node, detail };
     }
     FirstPass::Weigh
 }
@@ -603,6 +613,7 @@ pub fn attribute_all(
 ) -> Vec<Attribution> {
     let mut out: Vec<Option<Attribution>> = Vec::with_capacity(runs.len());
     let mut weigh: Vec<usize> = Vec::new();
+    let mut localized: Vec<(usize, i64, String)> = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         match first_pass(run, ev, p) {
             FirstPass::Done(a) => out.push(Some(a)),
@@ -610,8 +621,22 @@ pub fn attribute_all(
                 out.push(None);
                 weigh.push(i);
             }
+            FirstPass::Localized { node, detail } => {
+                out.push(None);
+                weigh.push(i);
+                localized.push((i, node, detail));
+            }
         }
     }
+    // Localized runs are weighed on their one node; the rest as they are.
+    let mut view = std::borrow::Cow::Borrowed(runs);
+    if !localized.is_empty() {
+        let runs = view.to_mut();
+        for (i, node, _) in &localized {
+            runs[*i].nodes = vec![*node];
+        }
+    }
+    let runs: &[FailedRun] = &view;
     let burst = bursts(runs, &weigh);
     let mut weighed: Vec<usize> = Vec::new();
     for (k, &i) in weigh.iter().enumerate() {
@@ -632,6 +657,15 @@ pub fn attribute_all(
     let hazards = Hazards::estimate(runs, &weighed, &out, users, node_days);
     for (k, &i) in weighed.iter().enumerate() {
         out[i] = Some(hazards.verdict(k, &runs[i], users));
+    }
+    for (i, _, first) in localized {
+        if let Some(a) = out[i].as_mut() {
+            a.detail = format!("{first}; {}", a.detail);
+            if a.node.is_some() {
+                a.rule = Rule::FirstTaskExit;
+                a.category = "task_exit".into();
+            }
+        }
     }
     out.into_iter()
         .map(|a| a.expect("every run attributed"))
@@ -912,12 +946,76 @@ mod tests {
         attribute_all(std::slice::from_ref(r), ev, u, &HashMap::new(), &p).remove(0)
     }
 
+    /// `r` weighed in a month where alice ran 400 jobs elsewhere without a
+    /// failure and nodes 1-3 each went NODE_FAIL twice (`r` runs two days).
+    fn among_failing_nodes(r: &FailedRun, ev: &Evidence, u: &UserStats) -> Attribution {
+        let days: HashMap<i64, f64> = (1..=100).map(|n| (n, 20.0)).collect();
+        let mut r = r.clone();
+        r.start = Some(r.end - 2 * 86_400);
+        let mut runs = vec![r];
+        for n in 1..=3 {
+            for end in [100_000, 900_000] {
+                let mut nf = run(&[n], "0:0");
+                nf.state = "NODE_FAIL".into();
+                nf.end = end;
+                nf.job_id_raw = 1_000 + n * 10 + end / 100_000;
+                runs.push(nf);
+            }
+        }
+        attribute_all(&runs, ev, u, &days, &AttributionParams::default()).remove(0)
+    }
+
+    fn clean_alice() -> UserStats {
+        let mut u = users(&["alice"]);
+        u.runs[0] = 400;
+        u
+    }
+
+    #[test]
+    fn the_first_failing_task_says_where_and_the_weighing_says_whose() {
+        let mut ev = Evidence::default();
+        ev.task_fails_ms.insert(42, vec![(2, 5_000_000)]);
+        // A clean user's job fails first on a node that already fails jobs.
+        let a = among_failing_nodes(&run(&[1, 2, 3], "1:0"), &ev, &clean_alice());
+        assert_eq!(
+            (a.node, a.rule, a.category.as_str()),
+            (Some(2), Rule::FirstTaskExit, "task_exit")
+        );
+        assert!(
+            a.detail
+                .starts_with("first failing task of 3 nodes on this node"),
+            "{}",
+            a.detail
+        );
+        // The same failure by a user whose jobs fail everywhere is theirs.
+        let mut sloppy = clean_alice();
+        sloppy.exits[0] = 120;
+        let a = among_failing_nodes(&run(&[1, 2, 3], "1:0"), &ev, &sloppy);
+        assert_eq!((a.node, a.rule), (None, Rule::UserExit));
+        assert!(
+            a.detail.contains("first failing task of 3 nodes") && a.detail.contains("120 of 400"),
+            "{}",
+            a.detail
+        );
+        // So is a clean user's first failure on a node with no record.
+        let a = one(
+            &run(&[4, 5], "1:0"),
+            &{
+                let mut e = Evidence::default();
+                e.task_fails_ms.insert(42, vec![(5, 5_000_000)]);
+                e
+            },
+            &users(&["alice"]),
+        );
+        assert_eq!(a.node, None, "{a:?}");
+    }
+
     #[test]
     fn finding_beats_event_beats_task_exit() {
-        let u = users(&["alice"]);
+        let u = clean_alice();
         let mut ev = Evidence::default();
         ev.task_fails_ms.insert(42, vec![(1, 5_000_000)]);
-        let a = one(&run(&[1, 2, 3], "1:0"), &ev, &u);
+        let a = among_failing_nodes(&run(&[1, 2, 3], "1:0"), &ev, &u);
         assert_eq!((a.node, a.rule), (Some(1), Rule::FirstTaskExit));
         ev.events.insert(2, vec![mark(10_100, "slurm")]);
         let a = one(&run(&[1, 2, 3], "1:0"), &ev, &u);
@@ -1199,38 +1297,58 @@ mod tests {
     #[test]
     fn the_first_failing_task_is_told_apart_within_a_second() {
         // Node 2's task failed at 5000.120 s, node 1's (killed by Slurm) at 5000.480 s.
-        let u = users(&["alice"]);
         let mut ev = Evidence::default();
         ev.task_fails_ms
             .insert(42, vec![(1, 5_000_480), (2, 5_000_120), (3, 5_000_999)]);
         ev.sort();
-        let a = one(&run(&[1, 2, 3], "1:0"), &ev, &u);
+        let a = among_failing_nodes(&run(&[1, 2, 3], "1:0"), &ev, &clean_alice());
         assert_eq!((a.node, a.rule), (Some(2), Rule::FirstTaskExit));
     }
 
     #[test]
     fn task_exits_in_whole_seconds_still_count() {
-        let u = users(&["alice"]);
         let mut ev = Evidence::default();
         ev.task_fails_ms
             .insert(42, vec![(3, 5_001_000), (2, 5_000_000), (1, 5_000_000)]);
         ev.sort();
-        assert_eq!(one(&run(&[2, 3], "1:0"), &ev, &u).node, Some(2));
-        assert_eq!(one(&run(&[1, 2, 3], "1:0"), &ev, &u).node, Some(1));
+        let u = clean_alice();
+        assert_eq!(
+            among_failing_nodes(&run(&[2, 3], "1:0"), &ev, &u).node,
+            Some(2)
+        );
+        assert_eq!(
+            among_failing_nodes(&run(&[1, 2, 3], "1:0"), &ev, &u).node,
+            Some(1)
+        );
     }
 
     #[test]
     fn task_exit_window_covers_whole_seconds() {
-        let u = users(&["alice"]);
-        let mut r = run(&[1, 2], "1:0");
-        r.start = Some(4_000);
+        // The run starts at 4000 s here (among_failing_nodes moves it back).
+        let u = clean_alice();
+        let r = run(&[1, 2], "1:0");
+        let within = |ev: &Evidence| {
+            let days: HashMap<i64, f64> = (1..=100).map(|n| (n, 20.0)).collect();
+            let mut r = r.clone();
+            r.start = Some(4_000);
+            attribute_all(
+                std::slice::from_ref(&r),
+                ev,
+                &u,
+                &days,
+                &AttributionParams::default(),
+            )
+            .remove(0)
+            .detail
+            .contains("first failing task")
+        };
         let mut ev = Evidence::default();
         ev.task_fails_ms
             .insert(42, vec![(1, 3_999_999), (2, 10_301_000)]);
         ev.sort();
-        assert_eq!(one(&r, &ev, &u).rule, Rule::Unattributed);
+        assert!(!within(&ev));
         ev.task_fails_ms
             .insert(42, vec![(1, 3_999_999), (2, 10_300_999)]);
-        assert_eq!(one(&r, &ev, &u).node, Some(2));
+        assert!(within(&ev));
     }
 }

@@ -33,6 +33,15 @@
 //! * **Multi-node jobs** (hostlist NodeLists, some with two bracket groups)
 //!   fail with or without an event naming the culprit.
 //! * Noise: jobs cancelled while pending (`None assigned`), array and het job ids.
+//! * **Task exits** (with [`HistorySpec::task_exits`]: a cluster with the
+//!   SPANK plugin and a shared spool): most failed runs' steps record their
+//!   failing tasks. Hardware crashes the culprit's task first; the other
+//!   ranks hang in a collective and are aborted or killed seconds to 20
+//!   minutes later. A user's bug fails rank 0 (the allocation's first node)
+//!   first, or every rank within half a second in any order. A node that
+//!   died (`NODE_FAIL`) records nothing; its survivors' tasks are killed.
+//!   Drawn from a random stream of their own: the jobs are the same with
+//!   and without them.
 //!
 //! The ground truth ([`HistoryTruth`]) lists the lemons, the confounders'
 //! nodes and every planted hardware failure. Deterministic for a seed; no
@@ -73,6 +82,8 @@ pub struct HistorySpec {
     pub utilization: f64,
     /// First JobIDRaw; histories continued later use a higher base.
     pub first_job_id: i64,
+    /// The SPANK plugin records failing tasks ([`HistoryTruth::task_exits`]).
+    pub task_exits: bool,
     pub seed: u64,
 }
 
@@ -95,6 +106,7 @@ impl Default for HistorySpec {
             max_job_nodes: 16,
             utilization: 0.85,
             first_job_id: 1_000,
+            task_exits: false,
             seed: 42,
         }
     }
@@ -138,6 +150,17 @@ pub struct HardwareFailure {
     pub lemon: bool,
 }
 
+/// A failing task as the SPANK plugin records it on its node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratedTaskExit {
+    pub node: String,
+    pub job_id_raw: i64,
+    /// Unix milliseconds.
+    pub at_ms: i64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
 /// What was generated: the ground truth the tests check against.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryTruth {
@@ -163,6 +186,8 @@ pub struct HistoryTruth {
     pub end: i64,
     /// The next free JobIDRaw.
     pub next_job_id: i64,
+    /// Failing tasks, with [`HistorySpec::task_exits`].
+    pub task_exits: Vec<GeneratedTaskExit>,
 }
 
 impl HistoryTruth {
@@ -361,6 +386,93 @@ fn manifestation(rng: &mut Rng, caught: bool) -> Manifestation {
     }
 }
 
+/// `0:7` → (None, Some(7)); `1:0` → (Some(1), None).
+fn exit_parts(exit: &str) -> (Option<i32>, Option<i32>) {
+    let (code, signal) = exit.split_once(':').unwrap_or((exit, "0"));
+    let signal: i32 = signal.parse().unwrap_or(0);
+    if signal != 0 {
+        (None, Some(signal))
+    } else {
+        (Some(code.parse().unwrap_or(1)), None)
+    }
+}
+
+/// The failing tasks of one failed run, if its steps recorded them.
+/// `culprit`: the node whose hardware failed it; `None`: its user's bug.
+fn task_exits(
+    rng: &mut Rng,
+    raw: i64,
+    nodes: &[usize],
+    end: i64,
+    state: &str,
+    exit: &str,
+    culprit: Option<usize>,
+) -> Vec<GeneratedTaskExit> {
+    // Batch scripts that fail before their first `srun` record nothing.
+    if rng.f64() < 0.15 {
+        return Vec::new();
+    }
+    let end_ms = end * 1000;
+    let record = |node: usize, at_ms: i64, exit: (Option<i32>, Option<i32>)| GeneratedTaskExit {
+        node: node_name(node),
+        job_id_raw: raw,
+        at_ms,
+        exit_code: exit.0,
+        signal: exit.1,
+    };
+    let killed = |rng: &mut Rng| {
+        if rng.f64() < 0.5 {
+            (None, Some(9))
+        } else {
+            (None, Some(6))
+        }
+    };
+    match culprit {
+        Some(c) if state == "NODE_FAIL" => nodes
+            .iter()
+            .filter(|&&n| n != c)
+            .map(|&n| record(n, end_ms + rng.below(60_000) as i64, (None, Some(9))))
+            .collect(),
+        Some(c) => {
+            // The culprit crashes; the others wait in a collective, then die.
+            let lag = 1_000 + rng.below(20 * 60_000) as i64;
+            let first = end_ms - lag;
+            let mut out = vec![record(c, first, exit_parts(exit))];
+            for &n in nodes.iter().filter(|&&n| n != c) {
+                let at = first + 50 + rng.below(lag.max(51) as usize - 50) as i64;
+                let how = killed(rng);
+                out.push(record(n, at, how));
+            }
+            out
+        }
+        None => {
+            let first = end_ms - rng.below(2_000) as i64;
+            let together = rng.f64() < 0.5;
+            let mut order: Vec<usize> = nodes.to_vec();
+            if together {
+                // Every rank hits the bug: in any order within half a second.
+                for k in (1..order.len()).rev() {
+                    order.swap(k, rng.below(k + 1));
+                }
+            }
+            order
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| {
+                    if k == 0 || together {
+                        let at = first + if k == 0 { 0 } else { rng.below(500) as i64 };
+                        record(n, at, exit_parts(exit))
+                    } else {
+                        // Rank 0 failed; srun kills the rest.
+                        let how = killed(rng);
+                        record(n, first + 20 + rng.below(3_000) as i64, how)
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
 struct Writer<'a, S: Write, E: Write> {
     sacct: &'a mut S,
     events: &'a mut E,
@@ -415,6 +527,8 @@ pub fn generate(
     events: &mut impl Write,
 ) -> io::Result<HistoryTruth> {
     let mut rng = Rng::new(spec.seed);
+    // Task exits draw from a stream of their own: the jobs stay the same.
+    let mut task_rng = Rng::new(spec.seed ^ 0x5A5A_7A5C_E417_0000);
     let n = spec.nodes.max(1);
     let mut w = Writer {
         sacct,
@@ -540,6 +654,10 @@ pub fn generate(
             };
             let caught = rng.f64() < caught_share;
             let (state, exit, ev) = manifestation(&mut rng, caught);
+            if spec.task_exits {
+                let exits = task_exits(&mut task_rng, raw, &idx, end, state, exit, Some(culprit));
+                w.truth.task_exits.extend(exits);
+            }
             if let Some(ev) = ev {
                 // The check or slurmctld reacts within minutes of the fault.
                 let at = end - 120 + rng.below(300) as i64;
@@ -594,6 +712,10 @@ pub fn generate(
             }
             None => ("COMPLETED", "0:0"),
         };
+        if spec.task_exits && matches!(state, "FAILED" | "OUT_OF_MEMORY") {
+            let exits = task_exits(&mut task_rng, raw, &idx, end, state, exit, None);
+            w.truth.task_exits.extend(exits);
+        }
         w.run(
             raw,
             &display,
@@ -664,6 +786,42 @@ fn bursts<S: Write, E: Write>(
     Ok(job_id)
 }
 
+/// The task exits as each node's spool export carries them, in time order.
+pub fn spool_records(
+    truth: &HistoryTruth,
+) -> std::collections::BTreeMap<String, Vec<lemonade_spool::Record>> {
+    let mut by_node: std::collections::BTreeMap<String, Vec<&GeneratedTaskExit>> =
+        std::collections::BTreeMap::new();
+    for t in &truth.task_exits {
+        by_node.entry(t.node.clone()).or_default().push(t);
+    }
+    by_node
+        .into_iter()
+        .map(|(node, mut exits)| {
+            exits.sort_by_key(|t| t.at_ms);
+            let records = exits
+                .iter()
+                .enumerate()
+                .map(|(k, t)| lemonade_spool::Record {
+                    seq: k as u64 + 1,
+                    epoch: "history".into(),
+                    node: node.clone(),
+                    at: t.at_ms.div_euclid(1000),
+                    body: lemonade_spool::Body::TaskExit {
+                        job_id: t.job_id_raw.to_string(),
+                        step_id: "0".into(),
+                        task_id: 0,
+                        exit_code: t.exit_code,
+                        signal: t.signal,
+                        at_ms: Some(t.at_ms),
+                    },
+                })
+                .collect();
+            (node, records)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -710,6 +868,41 @@ mod tests {
         let text = String::from_utf8(a).unwrap();
         assert!(text.contains("None assigned"));
         assert!(text.contains("REQUEUED"));
+    }
+
+    #[test]
+    fn task_exits_come_from_a_stream_of_their_own_and_leave_the_jobs_as_they_were() {
+        let spec = HistorySpec::realistic(4, 30.0);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let plain = generate(&spec, &mut a, &mut b).unwrap();
+        let (mut a2, mut b2) = (Vec::new(), Vec::new());
+        let with = HistorySpec {
+            task_exits: true,
+            ..spec
+        };
+        let t = generate(&with, &mut a2, &mut b2).unwrap();
+        assert!(a == a2 && b == b2, "the same jobs and events");
+        assert!(plain.task_exits.is_empty());
+        let jobs_text = String::from_utf8(a2).unwrap();
+        // Failed multi-node runs leave several nodes' exits, a NODE_FAIL's
+        // culprit none.
+        let jobs: std::collections::BTreeSet<i64> =
+            t.task_exits.iter().map(|e| e.job_id_raw).collect();
+        assert!(jobs.len() > 1_000, "{} jobs with task exits", jobs.len());
+        for h in t.hardware.iter().filter(|h| !h.caught) {
+            let dead = t
+                .task_exits
+                .iter()
+                .any(|e| e.job_id_raw == h.job_id_raw && e.node == h.node);
+            let row = jobs_text
+                .lines()
+                .find(|l| l.starts_with(&format!("{}|", h.job_id_raw)))
+                .map(|l| l.contains("|NODE_FAIL|"))
+                .unwrap();
+            if row {
+                assert!(!dead, "a dead node recorded a task exit: {h:?}");
+            }
+        }
     }
 
     #[test]

@@ -5,11 +5,14 @@
 //! no check caught would find with the same gate (3 failures on 2 days in
 //! the 28-day window): the ceiling of any detector on these histories.
 //!
+//! Each multiplier runs twice: on sacct and sacctmgr events alone, and with
+//! the SPANK plugin's task exits in a shared spool.
+//!
 //!     cargo run --release -p lemonade-bench --bin blame [SEEDS]
 
 use lemon::{app, db, ingest};
 use lemonade_config::Config;
-use lemonade_tests::history::{generate, HistorySpec, HistoryTruth};
+use lemonade_tests::history::{generate, spool_records, HistorySpec, HistoryTruth};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -40,22 +43,28 @@ fn main() {
         .unwrap_or(20);
     let config = Config::default();
     println!("seeds 1-{seeds}, default [lemon] settings");
-    for factor in [3.0, 10.0, 30.0, 80.0] {
+    for (factor, task_exits) in [3.0, 10.0, 30.0, 80.0]
+        .into_iter()
+        .flat_map(|f| [(f, false), (f, true)])
+    {
         let (mut found, mut flagged, mut planted, mut confounders, mut best) = (0, 0, 0, 0, 0);
         for seed in 1..=seeds {
             let dir = tempfile::tempdir().expect("temporary directory");
             let mut conn =
                 db::open(&dir.path().join("lemon.db"), Duration::from_secs(5)).expect("lemon.db");
             let (mut jobs, mut events) = (Vec::new(), Vec::new());
-            let truth = generate(
-                &HistorySpec::realistic(seed, factor),
-                &mut jobs,
-                &mut events,
-            )
-            .expect("generate");
+            let spec = HistorySpec {
+                task_exits,
+                ..HistorySpec::realistic(seed, factor)
+            };
+            let truth = generate(&spec, &mut jobs, &mut events).expect("generate");
             ingest::sacct::ingest_reader(&conn, &jobs[..], "jobs", truth.end).expect("ingest");
             let events = String::from_utf8(events).expect("events are text");
             ingest::events::ingest_text(&mut conn, &events, "events").expect("ingest events");
+            let mut nodes = db::NodeIds::load(&conn).expect("nodes");
+            for records in spool_records(&truth).values() {
+                ingest::spool::ingest_records(&mut conn, &mut nodes, records).expect("spool");
+            }
             let now = truth.end + 60;
             let scores = app::score(&conn, &config, now).expect("score");
             for v in scores.flagged() {
@@ -75,8 +84,13 @@ fn main() {
         } else {
             format!("{:.2}", found as f64 / flagged as f64)
         };
+        let source = if task_exits {
+            "+ task exits"
+        } else {
+            "sacct, events"
+        };
         println!(
-            "{factor:>3}x: found {found} of {planted} lemons (recall {:.2}), flagged {flagged} (precision {precision}), confounders flagged {confounders}, oracle {best} ({:.2})",
+            "{factor:>3}x {source:<13}: found {found} of {planted} lemons (recall {:.2}), flagged {flagged} (precision {precision}), confounders flagged {confounders}, oracle {best} ({:.2})",
             found as f64 / planted as f64,
             best as f64 / planted as f64
         );
