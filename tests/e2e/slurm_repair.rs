@@ -5,7 +5,7 @@
 //! root in place), the ladder, the breaker and the hooks.
 //!
 //! node1: a reset that clears an uncorrected ECC error. node2: a degraded
-//! PCIe link that a reboot repairs. node3: the same fault, which survives
+//! PCIe link, under a running job, that a reboot repairs once the job ends. node3: the same fault, which survives
 //! its reboot and waits for node2's first (the breaker). node4: a reset that
 //! fails, with `max_remediations = 1`: a human is needed. node5: a reset
 //! that runs but does not clear the fault, so a reboot, which does not
@@ -211,9 +211,34 @@ fn a_reset_that_fails_at_the_top_of_the_ladder_hands_the_node_to_a_human() {
 #[test]
 fn a_reboot_returns_its_node_after_a_clean_check_and_a_surviving_fault_stays_down() {
     let c = cluster();
-    // node2's reboot repairs it; node3's does not.
+    // node2's reboot repairs it; node3's does not. A job runs on node2 when
+    // its link degrades: the node drains, and reboots only after the job.
     c.set_fixture_after_reboot("node2", "healthy").unwrap();
+    let job = c.sbatch(&["-w", "node2", "--wrap", "sleep 25"]).unwrap();
+    assert!(
+        c.wait_until(LIMIT, || c.job_field(&job, "JobState") == "RUNNING"),
+        "job {job} never ran on node2: {}",
+        c.job_field(&job, "JobState")
+    );
     c.set_fixture("node2", "pcie-width-degraded").unwrap();
+    wait_node(c, "node2", "drain", |s, r| {
+        s.starts_with("drain") || r.starts_with("hc: PCIE_")
+    });
+    let deadline = std::time::Instant::now() + LIMIT;
+    while c.job_field(&job, "JobState") == "RUNNING" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {job} never ended"
+        );
+        assert_eq!(c.reboots("node2"), 0, "rebooted under job {job}");
+        assert!(
+            !has_change(c, "node2", "reboot", "applied"),
+            "a reboot asked for while job {job} runs: {:#?}",
+            state_changes(c, "node2")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(c.job_field(&job, "JobState"), "COMPLETED", "job {job}");
     wait_node(c, "node2", "reboot", |_, r| r.ends_with(" reboot"));
     // While node2 reboots, node3 needs one too: the breaker makes it wait.
     c.set_fixture("node3", "pcie-width-degraded").unwrap();

@@ -466,18 +466,21 @@ done
 node=$(echo "$cmd" | sed 's/.* -N \([^ ]*\).*/\1/')
 bin=$(echo "$cmd" | cut -d' ' -f1)
 echo "$(date +%s) $node" >> "$d/log/reboots"
-(
+# A session of its own: slurmd 26.05 takes its RebootProgram's process
+# group down with it when it shuts down.
+export d p node bin
+setsid /bin/sh -c '
     kill -TERM "$p"
     i=0
-    while [ -d /proc/$p ] && ! grep -q ') Z ' /proc/$p/stat 2>/dev/null && [ $i -lt 200 ]; do
+    while [ -d /proc/$p ] && ! grep -q ") Z " /proc/$p/stat 2>/dev/null && [ $i -lt 200 ]; do
         sleep 0.05; i=$((i + 1))
     done
     if [ -d "$d/after-reboot/$node" ]; then
         rm -rf "$d/nodes/$node"
         mv "$d/after-reboot/$node" "$d/nodes/$node"
     fi
-    SLURM_CONF='{conf}' PATH=/usr/sbin:/usr/bin:/sbin:/bin exec "$bin" -D -b -N "$node" >> "$d/log/slurmd-$node.out" 2>&1
-) < /dev/null > /dev/null 2>&1 &
+    SLURM_CONF="{conf}" PATH=/usr/sbin:/usr/bin:/sbin:/bin exec "$bin" -D -b -N "$node" >> "$d/log/slurmd-$node.out" 2>&1
+' < /dev/null > /dev/null 2>&1 &
 exit 0
 "#,
             d = self.dir.display(),
