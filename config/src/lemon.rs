@@ -37,8 +37,14 @@ pub struct LemonSettings {
     /// Benjamini-Hochberg cut over the fleet's Poisson tails (0 turns it
     /// off, leaving `p_value` alone).
     pub false_discovery_rate: f64,
-    /// A node is never flagged with fewer distinct failing jobs than this.
+    /// A node is never flagged with fewer distinct failing jobs than this ...
     pub min_failing_jobs: u32,
+    /// ... unless this many of them are failures Slurm saw the node cause
+    /// (`NODE_FAIL`, `Not responding`, `Kill task failed`). The weighing's
+    /// verdicts on one node lean on each other (each raises the node's
+    /// hazard that the next is weighed with), so two of them need a third;
+    /// two failures Slurm saw are facts. 0: off.
+    pub min_witnessed_jobs: u32,
     /// ... nor with all its failures on fewer distinct days than this (one bad day is not a lemon).
     pub min_failing_days: u32,
     /// Exit codes of single-node failures that are the user's fault (126: not
@@ -71,6 +77,7 @@ impl Default for LemonSettings {
             p_value: 1e-4,
             false_discovery_rate: 0.1,
             min_failing_jobs: 3,
+            min_witnessed_jobs: 2,
             min_failing_days: 2,
             user_error_exit_codes: vec![126, 127],
             early_fail_s: 600,

@@ -388,11 +388,25 @@ pub enum Rule {
     UserCrash,
     /// One of a burst of an array's failures on one node.
     UserBurst,
+    /// A multi-node signal death without evidence that the nodes' hardware
+    /// together explains better than the user's record, though no one node
+    /// does: a hardware failure for the reliability report, blamed on no
+    /// node. A plain exit code never is: it is the program's own decision,
+    /// and how often hardware ends in one is known only from the failures a
+    /// check explained.
+    AmongNodes,
     /// A multi-node run with no evidence.
     Unattributed,
 }
 
 impl Rule {
+    /// Slurm or a check saw the node fail (`NODE_FAIL`, a node event, a
+    /// finding): not an inference from the weighing, which can be wrong and
+    /// whose verdicts on one node lean on each other.
+    pub fn witnessed(self) -> bool {
+        matches!(self, Rule::NodeFail | Rule::NodeEvent | Rule::Finding)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::NodeFail => "node_fail",
@@ -405,6 +419,7 @@ impl Rule {
             Rule::UserExit => "user_exit",
             Rule::UserCrash => "user_crash",
             Rule::UserBurst => "user_burst",
+            Rule::AmongNodes => "among_nodes",
             Rule::Unattributed => "unattributed",
         }
     }
@@ -890,6 +905,16 @@ impl Hazards {
                 "user",
                 format!("{}; {record}", exit_text(run)),
             ),
+            (n, Some(_)) if chances.iter().sum::<f64>() >= 0.5 => Attribution::nobody(
+                Rule::AmongNodes,
+                "multi_node",
+                format!(
+                    "{} on {n} nodes, no node evidence; {record}; the nodes' hardware together explains it with chance {:.2}, no one node with more than {:.2}",
+                    exit_text(run),
+                    chances.iter().sum::<f64>(),
+                    best.map_or(0.0, |(_, &w)| w),
+                ),
+            ),
             (n, _) => Attribution::nobody(
                 Rule::Unattributed,
                 "unknown",
@@ -1244,6 +1269,25 @@ mod tests {
             &AttributionParams::default(),
         );
         assert_eq!((a[2].node, a[2].rule), (None, Rule::Unattributed));
+    }
+
+    #[test]
+    fn a_crash_that_only_the_nodes_together_explain_is_hardware_of_no_one_node() {
+        // Sixteen quiet nodes for two days: together more likely to have
+        // killed the job than a user who never crashes in 400 runs, though
+        // no one of them is.
+        let u = clean_alice();
+        let wide: Vec<i64> = (10..26).collect();
+        let a = among_failing_nodes(&run(&wide, "0:7"), &Evidence::default(), &u);
+        assert_eq!((a.node, a.rule), (None, Rule::AmongNodes), "{a:?}");
+        assert_eq!(a.category, "multi_node");
+        assert!(a.detail.contains("together explains it"), "{}", a.detail);
+        // A plain exit code is the program's own decision: no one's.
+        let a = among_failing_nodes(&run(&wide, "1:0"), &Evidence::default(), &u);
+        assert_eq!((a.node, a.rule), (None, Rule::Unattributed), "{a:?}");
+        // Two nodes do not outweigh alice's record.
+        let a = among_failing_nodes(&run(&[10, 11], "0:7"), &Evidence::default(), &u);
+        assert_eq!((a.node, a.rule), (None, Rule::Unattributed), "{a:?}");
     }
 
     #[test]

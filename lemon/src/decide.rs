@@ -3,7 +3,8 @@
 //!
 //! A node is flagged when either
 //! * it has at least `min_failing_jobs` distinct failing jobs attributed to
-//!   it that no health check caught, on at least `min_failing_days` distinct
+//!   it that no health check caught (or `min_witnessed_jobs` of them that
+//!   Slurm saw the node cause), on at least `min_failing_days` distinct
 //!   days (one bad day is not a lemon), and that count is improbable given
 //!   the fleet's rate of such failures per node-day and the node's own
 //!   node-days; or
@@ -209,16 +210,20 @@ fn judge(
     let expected = rate * s.node_days;
     let p_value = poisson_tail(s.uncaught_fails, expected);
     let poisson_tripped = s.uncaught_fails > 0 && p_value <= p_cutoff;
-    let gate =
-        |fails: u32, days: u32| fails >= cfg.min_failing_jobs && days >= cfg.min_failing_days;
+    let gate = |fails: u32, witnessed: u32, days: u32| {
+        (fails >= cfg.min_failing_jobs
+            || (cfg.min_witnessed_jobs > 0 && witnessed >= cfg.min_witnessed_jobs))
+            && days >= cfg.min_failing_days
+    };
     // The fleet's quantiles always have someone above them, and the signals
     // move together (a node's failures raise its count, its rate and its
     // drains at once): derived thresholds alone flagged healthy nodes the
     // checks had already drained. Only thresholds an administrator set
     // may flag a node without the Poisson test.
     let configured_trips = tripped.iter().filter(|t| t.configured).count();
-    let flagged = (gate(s.uncaught_fails, s.uncaught_days) && poisson_tripped)
-        || (gate(s.fails(), s.failing_days) && configured_trips >= 2);
+    let witnessed = s.uncaught_witnessed;
+    let flagged = (gate(s.uncaught_fails, witnessed, s.uncaught_days) && poisson_tripped)
+        || (gate(s.fails(), 0, s.failing_days) && configured_trips >= 2);
     Verdict {
         signals: s,
         tripped,
@@ -425,6 +430,37 @@ mod tests {
         nodes.push(node("few", 2, 2, 28.0));
         let scores = decide(fleet(nodes), &LemonSettings::default());
         assert_eq!(scores.flagged().count(), 0);
+    }
+
+    #[test]
+    fn two_failures_slurm_saw_are_enough_and_two_weighed_ones_are_not() {
+        let mut nodes: Vec<NodeSignals> = (0..1000)
+            .map(|i| node(&format!("n{i:04}"), 0, 0, 28.0))
+            .collect();
+        // The same count, improbable either way; only the evidence differs.
+        let mut seen = node("seen", 2, 2, 28.0);
+        seen.uncaught_witnessed = 2;
+        let mut weighed = node("weighed", 2, 2, 28.0);
+        weighed.uncaught_witnessed = 1;
+        let mut one_day = node("one_day", 2, 1, 28.0);
+        one_day.uncaught_witnessed = 2;
+        nodes.extend([seen, weighed, one_day]);
+        nodes.push(node("background", 1, 1, 28.0));
+        let scores = decide(fleet(nodes.clone()), &LemonSettings::default());
+        let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
+        assert_eq!(flagged, ["seen"]);
+        let v = scores
+            .verdicts
+            .iter()
+            .find(|v| v.signals.node == "weighed")
+            .unwrap();
+        assert!(v.poisson_tripped && !v.flagged);
+        // 0 turns the exception off.
+        let cfg = LemonSettings {
+            min_witnessed_jobs: 0,
+            ..LemonSettings::default()
+        };
+        assert_eq!(decide(fleet(nodes), &cfg).flagged().count(), 0);
     }
 
     #[test]

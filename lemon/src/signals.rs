@@ -126,6 +126,9 @@ pub struct NodeSignals {
     pub uncaught_fails: u32,
     /// Distinct UTC days with one of those.
     pub uncaught_days: u32,
+    /// Those of `uncaught_fails` that Slurm saw the node fail
+    /// ([`Rule::witnessed`]: `NODE_FAIL`, `Not responding`, `Kill task failed`).
+    pub uncaught_witnessed: u32,
     /// Every run counted against the node with its evidence, by end time.
     pub evidence: Vec<BlamedJob>,
 }
@@ -223,6 +226,9 @@ pub fn compute_with_window(
                 if !a.caught_by_check {
                     b.uncaught.insert(run.job_id_raw);
                     b.uncaught_days.insert(run.end.div_euclid(86_400));
+                    if a.rule.witnessed() {
+                        b.witnessed.insert(run.job_id_raw);
+                    }
                 }
                 b.jobs.push(BlamedJob {
                     job_id: run.job_id.clone(),
@@ -256,6 +262,7 @@ pub fn compute_with_window(
         // it that no check caught still count.
         s.uncaught_fails = b.uncaught.len() as u32;
         s.uncaught_days = b.uncaught_days.len() as u32;
+        s.uncaught_witnessed = b.witnessed.len() as u32;
         s.evidence = b.jobs;
     }
     for s in per.values_mut() {
@@ -476,6 +483,7 @@ struct Blame {
     days: BTreeSet<i64>,
     uncaught: BTreeSet<i64>,
     uncaught_days: BTreeSet<i64>,
+    witnessed: BTreeSet<i64>,
     jobs: Vec<BlamedJob>,
 }
 

@@ -96,16 +96,17 @@ fn at_thirty_times_the_background_what_is_flagged_is_a_lemon() {
     // 30 times 6.5 per 1000 node-days is about 3.6 hardware failures in a
     // lemon's 28 days of exposure; a third are multi-node runs without an
     // event, a quarter plain exit codes no one can tell from a user's bug.
-    // Only lemons with 3 failures no check caught, on 2 days, can be
-    // flagged (README: 8 of 34 over these seeds, 36 of 121 over seeds
-    // 1-20, where an oracle finds 79). Precision holds.
+    // Only lemons with 3 failures no check caught, or 2 that Slurm saw, on
+    // 2 days, can be flagged (README: 14 of 34 over these seeds, 51 of 121
+    // over seeds 1-20, where an oracle finds 82). Precision holds.
     let (hits, flagged, planted, confounded) = detection(30.0);
     assert!(
         precision(hits, flagged) >= 0.9,
         "{hits} of {flagged} flagged are lemons"
     );
     assert!(confounded.is_empty(), "confounders flagged: {confounded:?}");
-    assert!(hits <= planted);
+    // Without the witnessed failures' exception: 8 of 34.
+    assert!(hits * 10 >= planted * 3, "{hits} of {planted} found at 30x");
 }
 
 #[test]
@@ -215,15 +216,16 @@ fn the_reliability_report_counts_the_planted_hardware_failures() {
             .truth
             .hardware_between(range.since.timestamp(), range.until.timestamp());
         eprintln!("seed {seed}: {found} hardware failures reported, {planted} planted");
-        // What no evidence shows: plain exit codes of hardware failures, and
-        // multi-node failures without an event when no spool is shared.
-        // Measured over these seeds: 6 to 22 % under the planted count.
+        // Within 20 %. What no evidence shows is missed: plain exit codes of
+        // hardware failures, and multi-node exits without an event. Measured
+        // over these seeds: 3 to 16 % under the planted count (6 to 22 %
+        // before multi-node signal deaths the nodes together explain counted).
         assert!(
-            found <= planted + planted / 10,
+            found * 10 <= planted * 12,
             "seed {seed}: {found} reported, {planted} planted"
         );
         assert!(
-            found * 10 >= planted * 7,
+            found * 10 >= planted * 8,
             "seed {seed}: {found} reported, {planted} planted"
         );
     }

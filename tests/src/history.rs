@@ -147,6 +147,8 @@ pub struct HardwareFailure {
     pub end: i64,
     /// A health check caught it (an `hc:` event near the end).
     pub caught: bool,
+    /// Slurm saw the node fail: `NODE_FAIL`, `Not responding` or `Kill task failed`.
+    pub slurm_saw: bool,
     pub lemon: bool,
 }
 
@@ -654,6 +656,7 @@ pub fn generate(
             };
             let caught = rng.f64() < caught_share;
             let (state, exit, ev) = manifestation(&mut rng, caught);
+            let slurm_saw = state == "NODE_FAIL" || matches!(ev, Some((_, _, "slurm")));
             if spec.task_exits {
                 let exits = task_exits(&mut task_rng, raw, &idx, end, state, exit, Some(culprit));
                 w.truth.task_exits.extend(exits);
@@ -683,6 +686,7 @@ pub fn generate(
                 node: node_name(culprit),
                 end,
                 caught,
+                slurm_saw,
                 lemon,
             });
             if state == "NODE_FAIL" && rng.f64() < 0.5 {

@@ -13,7 +13,7 @@
 
 use super::remediation::StateChangeRecord;
 use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
-use crate::attribute::{AttributionParams, AFTER_END_S, BEFORE_END_S};
+use crate::attribute::{AttributionParams, Rule, AFTER_END_S, BEFORE_END_S};
 use crate::decide::Scores;
 use crate::signals::Signal;
 use chrono::DateTime;
@@ -196,7 +196,7 @@ fn failure_categories(
         .runs
         .iter()
         .zip(&window.attributions)
-        .filter(|(_, a)| a.node.is_some())
+        .filter(|(_, a)| a.node.is_some() || a.rule == Rule::AmongNodes)
         .map(|(run, a)| {
             let mut others = co.remove(&run.row_id).unwrap_or_default();
             others.retain(|c| *c != a.category);
