@@ -339,10 +339,11 @@ impl<'a> Report<'a> {
             for v in &self.flagged {
                 let _ = writeln!(
                     s,
-                    "* `{}`: {} jobs, {} of them caught by no check where {:.2} were expected from the fleet's rate (p = {:.2e}, {} {:.2e})",
+                    "* `{}`: {} jobs, {} of them caught by no check ({} seen by Slurm) where {:.2} were expected from the fleet's rate (p = {:.2e}, {} {:.2e})",
                     v.signals.node,
                     v.signals.fails(),
                     v.signals.uncaught_fails,
+                    v.signals.uncaught_witnessed,
                     v.expected_fails,
                     v.p_value,
                     if v.poisson_tripped { "at most the cut" } else { "above the cut" },
@@ -395,11 +396,12 @@ impl<'a> Report<'a> {
 fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
     let _ = writeln!(
         s,
-        "  {}: {} distinct failing jobs on {} days; {} caught by no check, on {} days, where the fleet's rate of those predicts {:.2} (p = {:.2e}, {} {:.2e})",
+        "  {}: {} distinct failing jobs on {} days; {} caught by no check ({} seen by Slurm), on {} days, where the fleet's rate of those predicts {:.2} (p = {:.2e}, {} {:.2e})",
         v.signals.node,
         v.signals.fails(),
         v.signals.failing_days,
         v.signals.uncaught_fails,
+        v.signals.uncaught_witnessed,
         v.signals.uncaught_days,
         v.expected_fails,
         v.p_value,
