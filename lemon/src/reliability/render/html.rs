@@ -4,7 +4,7 @@
 //! Key figures carry stable `id`s (`rf-paper`, `rf-all`, `total-runs`,
 //! `lemon-count`) so that tests and scrapers can read them.
 
-use super::{checkpoint_cell, duration_hours, opt, pct};
+use super::{checkpoint_cell, duration_hours, opt, pct, remediation_cells};
 use crate::reliability::svg::{self, esc, MttfPoint};
 use crate::reliability::ReliabilityReport;
 use std::fmt::Write;
@@ -315,22 +315,10 @@ fn remediation(o: &mut String, r: &ReliabilityReport) {
             "returned to service",
             "median time out",
         ],
-        m.by_category.iter().chain([&m.total]).map(|row| {
-            vec![
-                row.category.clone(),
-                row.incidents.to_string(),
-                row.resets.to_string(),
-                row.reboots.to_string(),
-                row.hand_overs.to_string(),
-                row.remediated.to_string(),
-                if row.remediated == 0 {
-                    "—".into()
-                } else {
-                    pct(row.returned_share)
-                },
-                row.median_hours_out.map_or("—".into(), duration_hours),
-            ]
-        }),
+        m.by_category
+            .iter()
+            .chain([&m.total])
+            .map(|row| remediation_cells(row).to_vec()),
     );
 }
 

@@ -5,6 +5,7 @@ pub mod html;
 pub mod json;
 pub mod text;
 
+use super::remediation::RemediationRow;
 use super::{ReliabilityError, ReliabilityReport};
 use std::str::FromStr;
 
@@ -61,6 +62,25 @@ pub(crate) fn duration_hours(h: f64) -> String {
     } else {
         format!("{:.0} min", h * 60.0)
     }
+}
+
+/// One row of the incidents table, as cells: category, incidents, resets,
+/// reboots, hand-overs, remediated, returned share, median time out.
+pub(crate) fn remediation_cells(row: &RemediationRow) -> [String; 8] {
+    [
+        row.category.clone(),
+        row.incidents.to_string(),
+        row.resets.to_string(),
+        row.reboots.to_string(),
+        row.hand_overs.to_string(),
+        row.remediated.to_string(),
+        if row.remediated == 0 {
+            "—".into()
+        } else {
+            pct(row.returned_share)
+        },
+        row.median_hours_out.map_or("—".into(), duration_hours),
+    ]
 }
 
 /// `Some` number with `digits` decimals, or a dash.

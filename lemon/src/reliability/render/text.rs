@@ -1,6 +1,6 @@
 //! Plain-text output for terminals and cron mail.
 
-use super::{checkpoint_cell, duration_hours, opt, pct};
+use super::{checkpoint_cell, duration_hours, opt, pct, remediation_cells};
 use crate::reliability::ReliabilityReport;
 use std::fmt::Write;
 
@@ -277,21 +277,11 @@ fn remediation(o: &mut String, r: &ReliabilityReport) {
         "median out"
     );
     for row in m.by_category.iter().chain([&m.total]) {
+        let [category, incidents, resets, reboots, hand_overs, remediated, returned, out] =
+            remediation_cells(row);
         let _ = writeln!(
             o,
-            "  {:<12} {:>9} {:>7} {:>8} {:>11} {:>11} {:>9} {:>13}",
-            row.category,
-            row.incidents,
-            row.resets,
-            row.reboots,
-            row.hand_overs,
-            row.remediated,
-            if row.remediated == 0 {
-                "—".to_string()
-            } else {
-                pct(row.returned_share)
-            },
-            row.median_hours_out.map_or("—".into(), duration_hours)
+            "  {category:<12} {incidents:>9} {resets:>7} {reboots:>8} {hand_overs:>11} {remediated:>11} {returned:>9} {out:>13}",
         );
     }
     let _ = writeln!(
