@@ -443,6 +443,12 @@ pub struct Attribution {
 }
 
 impl Attribution {
+    /// A hardware failure for the reliability report: blamed on a node, or
+    /// on the hardware of a multi-node run's nodes together.
+    pub fn is_hardware(&self) -> bool {
+        self.node.is_some() || self.rule == Rule::AmongNodes
+    }
+
     fn node(node: i64, rule: Rule, category: &str, detail: String) -> Attribution {
         Attribution {
             node: Some(node),
@@ -894,6 +900,7 @@ impl Hazards {
                 ),
             );
         }
+        let together: f64 = chances.iter().sum();
         match (run.nodes.len(), run.signal()) {
             (1, Some(_)) => Attribution::nobody(
                 Rule::UserCrash,
@@ -905,13 +912,12 @@ impl Hazards {
                 "user",
                 format!("{}; {record}", exit_text(run)),
             ),
-            (n, Some(_)) if chances.iter().sum::<f64>() >= 0.5 => Attribution::nobody(
+            (n, Some(_)) if together >= 0.5 => Attribution::nobody(
                 Rule::AmongNodes,
                 "multi_node",
                 format!(
-                    "{} on {n} nodes, no node evidence; {record}; the nodes' hardware together explains it with chance {:.2}, no one node with more than {:.2}",
+                    "{} on {n} nodes, no node evidence; {record}; the nodes' hardware together explains it with chance {together:.2}, no one node with more than {:.2}",
                     exit_text(run),
-                    chances.iter().sum::<f64>(),
                     best.map_or(0.0, |(_, &w)| w),
                 ),
             ),

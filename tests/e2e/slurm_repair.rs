@@ -5,8 +5,9 @@
 //! root in place), the ladder, the breaker and the hooks.
 //!
 //! node1: a reset that clears an uncorrected ECC error. node2: a degraded
-//! PCIe link, under a running job, that a reboot repairs once the job ends. node3: the same fault, which survives
-//! its reboot and waits for node2's first (the breaker). node4: a reset that
+//! PCIe link, under a running job, that a reboot repairs once the job ends.
+//! node3: the same fault, which survives its reboot and waits for node2's
+//! first (the breaker). node4: a reset that
 //! fails, with `max_remediations = 1`: a human is needed. node5: a reset
 //! that runs but does not clear the fault, so a reboot, which does not
 //! either.

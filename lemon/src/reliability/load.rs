@@ -4,16 +4,18 @@
 //!
 //! A failed run's category comes from the one attribution of lemon
 //! ([`crate::attribute`], through [`crate::signals::attribute_range`]):
-//! a run blamed on a node is a hardware failure, its category the check of
-//! the finding or the code of the `hc:` event that explains it (`slurm`
-//! for Slurm's own events, `node_fail`, `signal`, `task_exit`). Every other
+//! a run blamed on a node is a hardware failure (so is `among_nodes`,
+//! category `multi_node`: [`crate::attribute::Attribution::is_hardware`]),
+//! its category the check of the finding or the code of the `hc:` event
+//! that explains it (`slurm` for Slurm's own events, `node_fail`,
+//! `signal`, `task_exit`). Every other
 //! check that fired in its window is a co-occurring category. It is
 //! recomputed for the report's range rather than read from the
 //! `attributions` table, which only covers the last `lemon run`.
 
 use super::remediation::StateChangeRecord;
 use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
-use crate::attribute::{AttributionParams, Rule, AFTER_END_S, BEFORE_END_S};
+use crate::attribute::{AttributionParams, AFTER_END_S, BEFORE_END_S};
 use crate::decide::Scores;
 use crate::signals::Signal;
 use chrono::DateTime;
@@ -196,7 +198,7 @@ fn failure_categories(
         .runs
         .iter()
         .zip(&window.attributions)
-        .filter(|(_, a)| a.node.is_some() || a.rule == Rule::AmongNodes)
+        .filter(|(_, a)| a.is_hardware())
         .map(|(run, a)| {
             let mut others = co.remove(&run.row_id).unwrap_or_default();
             others.retain(|c| *c != a.category);
