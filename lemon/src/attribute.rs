@@ -23,6 +23,10 @@
 //! node id), the node whose task failed first is where the run failed, and
 //! the run is weighed as if it had run there alone: a user's bug also fails
 //! some task first, so the first failing task says *where*, not *whose*.
+//! The user's share is their rate times the chance that their bug would
+//! have failed first on just that node: `1/k` of a `k`-node run, more on
+//! rank 0's node (the first, by name) by as much as the fleet's failing
+//! multi-node runs fail first there more often than by chance.
 //! Without task exits, they are weighed on all their nodes (below).
 //!
 //! **Single-node runs**, first match wins:
@@ -89,6 +93,7 @@ pub struct FailedRun {
     pub end: i64,
     pub exit_code: Option<i64>,
     pub exit_signal: Option<i64>,
+    /// The run's nodes, the one that held rank 0 (the first by name) first.
     pub nodes: Vec<i64>,
 }
 
@@ -650,6 +655,7 @@ pub fn attribute_all(
         }
     }
     // Localized runs are weighed on their one node; the rest as they are.
+    let original = runs;
     let mut view = std::borrow::Cow::Borrowed(runs);
     if !localized.is_empty() {
         let runs = view.to_mut();
@@ -675,7 +681,20 @@ pub fn attribute_all(
             weighed.push(i);
         }
     }
-    let hazards = Hazards::estimate(runs, &weighed, &out, users, node_days);
+    // A user's bug fails its first task on one of the run's nodes too: the
+    // user's share of a localized run is their rate times the chance that
+    // their bug would have failed first just there.
+    let excess = first_node_excess(original, &localized);
+    let first_on: HashMap<usize, i64> = localized.iter().map(|(i, node, _)| (*i, *node)).collect();
+    let user_share: Vec<f64> = weighed
+        .iter()
+        .map(|i| {
+            first_on.get(i).map_or(1.0, |&node| {
+                chance_first_on(&original[*i].nodes, node, excess)
+            })
+        })
+        .collect();
+    let hazards = Hazards::estimate(runs, &weighed, &user_share, &out, users, node_days);
     for (k, &i) in weighed.iter().enumerate() {
         out[i] = Some(hazards.verdict(k, &runs[i], users));
     }
@@ -691,6 +710,35 @@ pub fn attribute_all(
     out.into_iter()
         .map(|a| a.expect("every run attributed"))
         .collect()
+}
+
+/// How much more often than by chance a user's failing multi-node run
+/// fails first on its first node (rank 0), estimated from the localized
+/// runs, most of which are users' bugs: `a` in `P(first on rank 0's node) =
+/// a + (1 - a)/k`. A bug that every rank hits fails first anywhere; one in
+/// rank 0's own code fails there.
+fn first_node_excess(runs: &[FailedRun], localized: &[(usize, i64, String)]) -> f64 {
+    let (mut excess, mut room) = (0.0, 0.0);
+    for (i, node, _) in localized {
+        let nodes = &runs[*i].nodes;
+        let k = nodes.len() as f64;
+        excess += f64::from(u8::from(nodes.first() == Some(node))) - 1.0 / k;
+        room += 1.0 - 1.0 / k;
+    }
+    if room < 5.0 {
+        return 0.0;
+    }
+    (excess / room).clamp(0.0, 0.95)
+}
+
+/// The chance that a user's bug in a run on `nodes` fails first on `node`.
+fn chance_first_on(nodes: &[i64], node: i64, excess: f64) -> f64 {
+    let k = nodes.len().max(1) as f64;
+    if nodes.first() == Some(&node) {
+        excess + (1.0 - excess) / k
+    } else {
+        1.0 / k
+    }
 }
 
 /// Rule 5: the joint estimate of the nodes' hardware hazards and the users'
@@ -715,6 +763,7 @@ impl Hazards {
     fn estimate(
         runs: &[FailedRun],
         weighed: &[usize],
+        user_share: &[f64],
         decided: &[Option<Attribution>],
         users: &UserStats,
         node_days: &HashMap<i64, f64>,
@@ -744,7 +793,8 @@ impl Hazards {
         let base: Vec<(f64, f64)> = weighed
             .iter()
             .zip(&records)
-            .map(|(&i, rec)| {
+            .zip(user_share)
+            .map(|((&i, rec), &user_share)| {
                 let share = if runs[i].signal().is_some() {
                     share_signal
                 } else {
@@ -754,7 +804,7 @@ impl Hazards {
                 let u = if runs[i].state == "NODE_FAIL" {
                     0.0
                 } else {
-                    rec.rate()
+                    rec.rate() * user_share
                 };
                 (u, share * runs[i].days().max(1.0 / 24.0))
             })
@@ -1039,6 +1089,49 @@ mod tests {
             &users(&["alice"]),
         );
         assert_eq!(a.node, None, "{a:?}");
+    }
+
+    #[test]
+    fn a_bug_is_weighed_by_the_chance_it_would_fail_first_on_that_node() {
+        // Alice fails one run in ten elsewhere with an exit code.
+        let mut sloppy = clean_alice();
+        sloppy.exits[0] = 40;
+        let mut ev = Evidence::default();
+        ev.task_fails_ms.insert(42, vec![(2, 5_000_000)]);
+        // Of 16 nodes, her bug would have failed first on node 2 one time
+        // in 16: node 2's hardware, which already fails jobs, explains it.
+        let wide: Vec<i64> = (1..=16).collect();
+        let a = among_failing_nodes(&run(&wide, "1:0"), &ev, &sloppy);
+        assert_eq!((a.node, a.rule), (Some(2), Rule::FirstTaskExit), "{a:?}");
+        // Of 3 nodes, one time in 3: her record explains it.
+        let a = among_failing_nodes(&run(&[1, 2, 3], "1:0"), &ev, &sloppy);
+        assert_eq!((a.node, a.rule), (None, Rule::UserExit), "{a:?}");
+    }
+
+    #[test]
+    fn rank_zeros_node_takes_the_share_of_bugs_that_fail_there_first() {
+        let nodes = [10, 11, 12, 13];
+        assert!((chance_first_on(&nodes, 12, 0.0) - 0.25).abs() < 1e-12);
+        // Half of the bugs fail on rank 0 first, the rest anywhere.
+        assert!((chance_first_on(&nodes, 10, 0.5) - 0.625).abs() < 1e-12);
+        // The other nodes keep at least the uniform chance (a bug elsewhere
+        // is never judged rarer than by chance).
+        assert!((chance_first_on(&nodes, 12, 0.5) - 0.25).abs() < 1e-12);
+
+        // Estimated from the localized runs: all on rank 0's node...
+        let runs: Vec<FailedRun> = (0..20).map(|_| run(&nodes, "1:0")).collect();
+        let on = |node: i64| -> Vec<(usize, i64, String)> {
+            (0..20).map(|i| (i, node, String::new())).collect()
+        };
+        assert!((first_node_excess(&runs, &on(10)) - 0.95).abs() < 1e-12);
+        // ... none there ...
+        assert_eq!(first_node_excess(&runs, &on(13)), 0.0);
+        // ... spread evenly.
+        let even: Vec<(usize, i64, String)> =
+            (0..20).map(|i| (i, nodes[i % 4], String::new())).collect();
+        assert!(first_node_excess(&runs, &even).abs() < 1e-12);
+        // Too few multi-node runs to tell: no excess.
+        assert_eq!(first_node_excess(&runs[..3], &on(10)[..3]), 0.0);
     }
 
     #[test]

@@ -613,6 +613,22 @@ fn event_category(why: &str) -> String {
     }
 }
 
+/// Each node id's place in the node list as Slurm's block distribution
+/// places ranks: by name, `node9` before `node10`. Indexed by id (SQLite
+/// row ids, dense from 1).
+fn name_ranks(conn: &Connection) -> Result<Vec<u32>> {
+    let mut by_name: Vec<(i64, String)> = db::node_names(conn)?.into_iter().collect();
+    by_name.sort_by(|a, b| (a.1.len(), &a.1).cmp(&(b.1.len(), &b.1)));
+    let top = by_name.iter().map(|(id, _)| *id).max().unwrap_or(0);
+    let mut rank = vec![u32::MAX; usize::try_from(top).unwrap_or(0) + 1];
+    for (place, (id, _)) in by_name.iter().enumerate() {
+        if let Ok(i) = usize::try_from(*id) {
+            rank[i] = place as u32;
+        }
+    }
+    Ok(rank)
+}
+
 /// Failed runs that ended in the window, with their nodes.
 fn load_failed(
     conn: &Connection,
@@ -627,15 +643,28 @@ fn load_failed(
          ORDER BY end_time",
     )?;
     let mut nodes_of = conn.prepare_cached("SELECT node FROM job_nodes WHERE job = ?1")?;
+    let rank = name_ranks(conn)?;
     let mut out = Vec::new();
     let mut rows = stmt.query(params![t0, now])?;
     while let Some(r) = rows.next()? {
         let row_id: i64 = r.get(0)?;
         let nodes = match r.get::<_, Option<i64>>(8)? {
             Some(node) => vec![node],
-            None => nodes_of
-                .query_map([row_id], |n| n.get(0))?
-                .collect::<Result<Vec<i64>, _>>()?,
+            None => {
+                let mut nodes = nodes_of
+                    .query_map([row_id], |n| n.get(0))?
+                    .collect::<Result<Vec<i64>, _>>()?;
+                // Rank 0's node first (FailedRun::nodes); a swap, not a
+                // sort: a month of large jobs has millions of node slots.
+                let rank_of =
+                    |n: &i64| rank.get(usize::try_from(*n).unwrap_or(usize::MAX)).copied();
+                if let Some(first) =
+                    (0..nodes.len()).min_by_key(|&i| rank_of(&nodes[i]).unwrap_or(u32::MAX))
+                {
+                    nodes.swap(0, first);
+                }
+                nodes
+            }
         };
         if nodes.is_empty() {
             continue;

@@ -4,15 +4,19 @@
 //! confounders flagged, and what an oracle that knew every hardware failure
 //! no check caught would find with the same gate (3 failures, or 2 that
 //! Slurm saw, on 2 days in the 28-day window): the ceiling of any detector
-//! on these histories.
+//! on these histories. Last, the reliability report's hardware-failure
+//! count over the same 28 days as a share of the failures planted in them
+//! (lowest and highest seed).
 //!
 //! Each multiplier runs twice: on sacct and sacctmgr events alone, and with
 //! the SPANK plugin's task exits in a shared spool.
 //!
 //!     cargo run --release -p lemonade-bench --bin blame [SEEDS]
 
+use lemon::reliability::{load::load_jobs, TimeRange};
 use lemon::{app, db, ingest};
 use lemonade_config::Config;
+use lemonade_sql::rusqlite::Connection;
 use lemonade_tests::history::{generate, spool_records, HistorySpec, HistoryTruth};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -37,6 +41,22 @@ fn oracle(truth: &HistoryTruth, until: i64) -> usize {
         .count()
 }
 
+/// The reliability report's hardware failures over its last 28 days, as a
+/// share of the failures planted in them.
+fn reported_share(conn: &Connection, config: &Config, truth: &HistoryTruth) -> f64 {
+    let until = chrono::DateTime::from_timestamp(truth.end + 1, 0).expect("a valid time");
+    let range = TimeRange::last_days(until, 28);
+    let params = app::attribution_params(config);
+    let loaded = load_jobs(conn, range, None, &params).expect("reliability jobs");
+    let found = loaded
+        .jobs
+        .iter()
+        .filter(|j| j.is_hardware_failure())
+        .count();
+    let planted = truth.hardware_between(range.since.timestamp(), range.until.timestamp());
+    found as f64 / planted.max(1) as f64
+}
+
 fn main() {
     let seeds: u64 = std::env::args()
         .nth(1)
@@ -49,6 +69,7 @@ fn main() {
         .flat_map(|f| [(f, false), (f, true)])
     {
         let (mut found, mut flagged, mut planted, mut confounders, mut best) = (0, 0, 0, 0, 0);
+        let (mut report_low, mut report_high) = (f64::INFINITY, 0.0f64);
         for seed in 1..=seeds {
             let dir = tempfile::tempdir().expect("temporary directory");
             let mut conn =
@@ -79,6 +100,9 @@ fn main() {
             }
             planted += truth.lemons.len();
             best += oracle(&truth, now);
+            let share = reported_share(&conn, &config, &truth);
+            report_low = report_low.min(share);
+            report_high = report_high.max(share);
         }
         let precision = if flagged == 0 {
             "n/a".to_string()
@@ -91,7 +115,7 @@ fn main() {
             "sacct, events"
         };
         println!(
-            "{factor:>3}x {source:<13}: found {found} of {planted} lemons (recall {:.2}), flagged {flagged} (precision {precision}), confounders flagged {confounders}, oracle {best} ({:.2})",
+            "{factor:>3}x {source:<13}: found {found} of {planted} lemons (recall {:.2}), flagged {flagged} (precision {precision}), confounders flagged {confounders}, oracle {best} ({:.2}); reliability report: {report_low:.2}-{report_high:.2} of the planted hardware failures",
             found as f64 / planted as f64,
             best as f64 / planted as f64
         );
