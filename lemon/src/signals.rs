@@ -656,11 +656,13 @@ fn load_failed(
                     .collect::<Result<Vec<i64>, _>>()?;
                 // Rank 0's node first (FailedRun::nodes); a swap, not a
                 // sort: a month of large jobs has millions of node slots.
-                let rank_of =
-                    |n: &i64| rank.get(usize::try_from(*n).unwrap_or(usize::MAX)).copied();
-                if let Some(first) =
-                    (0..nodes.len()).min_by_key(|&i| rank_of(&nodes[i]).unwrap_or(u32::MAX))
-                {
+                let rank_of = |n: i64| {
+                    usize::try_from(n)
+                        .ok()
+                        .and_then(|i| rank.get(i).copied())
+                        .unwrap_or(u32::MAX)
+                };
+                if let Some(first) = (0..nodes.len()).min_by_key(|&i| rank_of(nodes[i])) {
                     nodes.swap(0, first);
                 }
                 nodes
