@@ -113,22 +113,31 @@ impl<'de> Deserialize<'de> for GpuCount {
 }
 
 /// `[checks.ecc]`: ECC counters, retired pages, remapped rows.
+///
+/// The verdict comes from the counters that mean "now" (volatile errors, a
+/// pending remap or retirement, aggregate growth since the last run); the
+/// aggregate (InfoROM, lifetime) counts are history, judged only against a
+/// limit the site sets. A remapped row keeps the aggregate count non-zero
+/// for the GPU's whole life on a healthy GPU.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct EccSettings {
     pub enabled: bool,
     pub deadline_s: Option<f64>,
-    /// Aggregate (lifetime) uncorrected errors above this are `drain`.
-    pub aggregate_uncorrected_max: u64,
+    /// Site limit on the aggregate (lifetime) uncorrected count: above it a
+    /// GPU is `drain` for repair. Unset (the default): history only.
+    pub aggregate_uncorrected_max: Option<u64>,
     /// Volatile (since driver load) corrected errors above this are `warning`.
     pub volatile_corrected_max: u64,
-    /// Aggregate corrected errors above this are `warning`.
-    pub aggregate_corrected_max: u64,
-    /// Retired pages (both causes) at or above this are `drain`; NVIDIA's RMA limit is 64 pages.
+    /// Site limit on aggregate corrected errors (`warning` above). Unset: history only.
+    pub aggregate_corrected_max: Option<u64>,
+    /// Retired pages (both causes, pre-A100 GPUs) at or above this are
+    /// `drain` for repair: the retirement table is nearly full (NVIDIA's RMA
+    /// limit is 64 pages).
     pub retired_pages_max: u64,
-    /// Remapped rows (corrected + uncorrected) above this are `warning`: rows
-    /// remapped more than 10 times predict regressions.
-    pub remapped_rows_max: u64,
+    /// Site limit on remapped rows (corrected + uncorrected, lifetime):
+    /// `warning` above. Unset: history only; a failed remap is the fault.
+    pub remapped_rows_max: Option<u64>,
 }
 
 impl Default for EccSettings {
@@ -136,11 +145,11 @@ impl Default for EccSettings {
         Self {
             enabled: true,
             deadline_s: None,
-            aggregate_uncorrected_max: 0,
+            aggregate_uncorrected_max: None,
             volatile_corrected_max: 1000,
-            aggregate_corrected_max: 100_000,
+            aggregate_corrected_max: None,
             retired_pages_max: 63,
-            remapped_rows_max: 10,
+            remapped_rows_max: None,
         }
     }
 }

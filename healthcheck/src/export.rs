@@ -62,11 +62,14 @@ impl Inventory {
     /// check uses).
     const KEY: &'static str = "export.inventory";
     /// The findings that carry a version: every `firmware` finding with a
-    /// value, and a GPU's VBIOS (its ok or `VBIOS_MISMATCH` finding).
+    /// value, a GPU's VBIOS (its ok or `VBIOS_MISMATCH` finding), and a
+    /// GPU's ECC history (the lifetime counts its ok `ecc` finding carries:
+    /// no fault, but evidence the head node keeps per node).
     fn is_version(f: &Finding) -> bool {
         match f.check.as_str() {
             "firmware" => true,
             "gpu" => f.is_ok() || f.code == "VBIOS_MISMATCH",
+            "ecc" => f.is_ok() && f.actual.is_some(),
             _ => false,
         }
     }
@@ -426,6 +429,17 @@ mod tests {
         assert_eq!(
             inventory_items(&updated.changes_since(&Inventory::sent(&store))),
             ["firmware/bios=1.7.0"]
+        );
+    }
+
+    #[test]
+    fn a_gpus_ecc_history_travels_as_inventory_and_a_clean_gpu_sends_nothing() {
+        let history = Finding::ok("ecc", "gpu5").actual("2 uncorrected ECC errors in its lifetime");
+        let healthy = Finding::ok("ecc", "gpu0");
+        let inventory = Inventory::of_findings(&[history, healthy]);
+        assert_eq!(
+            inventory_items(&inventory.changes_since(&Inventory::default())),
+            ["ecc/gpu5=2 uncorrected ECC errors in its lifetime"]
         );
     }
 

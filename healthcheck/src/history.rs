@@ -88,6 +88,13 @@ pub fn render_no_database(path: &std::path::Path, format: Format) -> String {
     }
 }
 
+/// An ok finding that carries a GPU's past, repaired errors (the `ecc`
+/// check's lifetime counts): shown with the runs that are shown, never the
+/// reason to show one.
+fn is_history(f: &FindingRow) -> bool {
+    f.severity == Severity::Ok && f.check_name == "ecc" && f.actual.is_some()
+}
+
 /// Renders runs, jobs and state changes since `since` (unix seconds); ok runs only with `all`.
 pub fn render(
     store: &NodeStore,
@@ -102,9 +109,10 @@ pub fn render(
         let findings: Vec<FindingRow> = store
             .findings_of(run.id)?
             .into_iter()
-            .filter(|f| f.severity != Severity::Ok)
+            .filter(|f| f.severity != Severity::Ok || is_history(f))
             .collect();
-        if all || !findings.is_empty() || run.job_id.is_some() {
+        let faults = findings.iter().any(|f| f.severity != Severity::Ok);
+        if all || faults || run.job_id.is_some() {
             shown.push((run, findings));
         }
     }

@@ -6,6 +6,7 @@
 //! node database, as in production.
 
 use healthcheck::finding::Finding;
+use healthcheck::Action;
 use healthcheck::Severity;
 use lemonade_tests::fake_nvml;
 use std::path::{Path, PathBuf};
@@ -48,6 +49,20 @@ impl Node {
             ])
             .arg(format!("--now={now}"))
             .env(fake_nvml::SCENARIO_ENV, scenario);
+        run(cmd)
+    }
+
+    /// As [`Node::run_at`], with the fake's event log (planted errors, resets).
+    fn run_with_events(&self, scenario: &Path, events: &Path, checks: &str, now: i64) -> Report {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_healthcheck"));
+        cmd.args(["--config"])
+            .arg(&self.config)
+            .args([
+                "--node", "gpu-test", "run", "--format", "json", "--checks", checks,
+            ])
+            .arg(format!("--now={now}"))
+            .env(fake_nvml::SCENARIO_ENV, scenario)
+            .env(fake_nvml::EVENTS_ENV, events);
         run(cmd)
     }
 
@@ -203,28 +218,12 @@ fault!(
     "gpu4"
 );
 fault!(
-    volatile_dram_uncorrected_is_down,
-    "ecc-volatile-dbe",
-    "ecc",
-    "ECC_VOLATILE_UNCORRECTED",
-    Down,
-    "gpu1"
-);
-fault!(
-    volatile_sram_uncorrected_is_down,
+    a_volatile_sram_error_is_down,
     "ecc-volatile-sram",
     "ecc",
     "ECC_VOLATILE_UNCORRECTED",
     Down,
     "gpu0"
-);
-fault!(
-    aggregate_uncorrected_drains,
-    "ecc-aggregate-uncorrected",
-    "ecc",
-    "ECC_AGGREGATE_UNCORRECTED",
-    Drain,
-    "gpu7"
 );
 fault!(
     many_corrected_errors_warn,
@@ -251,28 +250,12 @@ fault!(
     "gpu3"
 );
 fault!(
-    a_row_remap_failure_is_down,
-    "remap-failure",
-    "ecc",
-    "ROW_REMAP_FAILURE",
-    Down,
-    "gpu4"
-);
-fault!(
     a_pending_row_remap_drains,
     "remap-pending",
     "ecc",
     "ROW_REMAP_PENDING",
     Drain,
     "gpu1"
-);
-fault!(
-    more_than_ten_remapped_rows_warn,
-    "remapped-rows-high",
-    "ecc",
-    "ROWS_REMAPPED_HIGH",
-    Warning,
-    "gpu6"
 );
 fault!(
     an_inactive_nvlink_is_down,
@@ -414,6 +397,166 @@ fn the_other_checks_call_a_lost_gpu_unknown_and_judge_the_rest() {
         && f.severity == Severity::Unknown
         && f.entity == "gpu3"));
     assert_eq!(report.findings.len(), 40);
+}
+
+// ECC as the driver counts it: the fake raises the volatile and the aggregate
+// counter for an uncorrectable error, and a reset clears only the volatile one.
+
+/// The codes, severities, actions and entities of a run's faults.
+fn faults_of(report: &Report) -> Vec<(&str, Severity, Action, &str)> {
+    report
+        .faults()
+        .iter()
+        .map(|f| (f.code.as_str(), f.severity, f.action, f.entity.as_str()))
+        .collect()
+}
+
+#[test]
+fn a_fresh_uncorrectable_error_asks_for_a_reset_of_its_gpu() {
+    let node = Node::new("");
+    node.run(fake_nvml::HEALTHY, "ecc").assert_all_ok();
+    let report = node.run("ecc-volatile-dbe", "ecc");
+    assert_eq!(
+        faults_of(&report),
+        [
+            (
+                "ECC_VOLATILE_UNCORRECTED",
+                Severity::Down,
+                Action::ResetGpu,
+                "gpu1"
+            ),
+            (
+                "ROW_REMAP_PENDING",
+                Severity::Drain,
+                Action::ResetGpu,
+                "gpu1"
+            ),
+        ]
+    );
+    assert_eq!(report.exit_code, 2);
+}
+
+#[test]
+fn a_past_remapped_error_is_ok_and_shown_as_history() {
+    let node = Node::new("");
+    let first = node.run("ecc-past-error", "ecc");
+    first.assert_all_ok();
+    let gpu5 = first.findings.iter().find(|f| f.entity == "gpu5").unwrap();
+    assert_eq!(
+        gpu5.actual.as_deref(),
+        Some("2 uncorrected ECC errors in its lifetime; rows remapped: 2 for uncorrected, 0 for corrected errors")
+    );
+    node.run_at(&fake_nvml::scenario("ecc-past-error"), "ecc", T0 + 300)
+        .assert_all_ok();
+    // `healthcheck history` shows it with the runs it lists.
+    let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
+        .arg("--config")
+        .arg(&node.config)
+        .args([
+            "history",
+            "--all",
+            "--since",
+            "2020-01-01",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown: Vec<&serde_json::Value> = history["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["findings"].as_array().unwrap())
+        .collect();
+    assert_eq!(shown.len(), 2, "one per run: {history:#}");
+    assert_eq!(
+        (shown[0]["entity"].as_str(), shown[0]["severity"].as_str()),
+        (Some("gpu5"), Some("ok"))
+    );
+    assert_eq!(shown[0]["actual"], gpu5.actual.as_deref().unwrap());
+}
+
+#[test]
+fn a_site_limit_on_the_lifetime_count_drains_for_repair() {
+    let node = Node::new("[checks.ecc]\naggregate_uncorrected_max = 0\n");
+    let report = node.run("ecc-past-error", "ecc");
+    assert_eq!(
+        faults_of(&report),
+        [(
+            "ECC_AGGREGATE_UNCORRECTED",
+            Severity::Drain,
+            Action::Repair,
+            "gpu5"
+        )]
+    );
+}
+
+#[test]
+fn a_row_remap_failure_is_down_for_repair() {
+    let report = Node::new("").run("remap-failure", "ecc");
+    assert_eq!(
+        faults_of(&report),
+        [("ROW_REMAP_FAILURE", Severity::Down, Action::Repair, "gpu4")]
+    );
+}
+
+#[test]
+fn remapped_rows_over_a_site_limit_warn_and_are_history_without_one() {
+    Node::new("")
+        .run("remapped-rows-high", "ecc")
+        .assert_all_ok();
+    let report =
+        Node::new("[checks.ecc]\nremapped_rows_max = 10\n").run("remapped-rows-high", "ecc");
+    report.assert_fault("ROWS_REMAPPED_HIGH", Severity::Warning, "gpu6");
+}
+
+#[test]
+fn aggregate_growth_after_a_reboot_asks_for_a_reset_then_the_remap_state_decides() {
+    let node = Node::new("");
+    let past = fake_nvml::scenario("ecc-past-error");
+    node.run(fake_nvml::HEALTHY, "ecc").assert_all_ok();
+    // The error and the reboot came between two runs: only the aggregate count shows it.
+    let report = node.run_at(&past, "ecc", T0 + 300);
+    assert_eq!(
+        faults_of(&report),
+        [(
+            "ECC_AGGREGATE_GROWTH",
+            Severity::Down,
+            Action::ResetGpu,
+            "gpu5"
+        )]
+    );
+    // After the reset, the count is steady and the remap applied: history.
+    node.run_at(&past, "ecc", T0 + 600).assert_all_ok();
+}
+
+#[test]
+fn a_reset_clears_the_volatile_count_and_leaves_the_aggregate_as_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events");
+    std::fs::write(&events, "ecc-unc 1 2\n").unwrap();
+    let node = Node::new("");
+    let healthy = fake_nvml::scenario(fake_nvml::HEALTHY);
+    node.run(fake_nvml::HEALTHY, "ecc").assert_all_ok();
+    let fresh = node.run_with_events(&healthy, &events, "ecc", T0 + 300);
+    assert_eq!(fresh.faults().len(), 2, "{:#?}", fresh.faults());
+    // What a reset command appends; the fake replays the log in each process.
+    std::fs::write(&events, "ecc-unc 1 2\nreset 1\n").unwrap();
+    let after = node.run_with_events(&healthy, &events, "ecc", T0 + 600);
+    after.assert_all_ok();
+    let gpu1 = after.findings.iter().find(|f| f.entity == "gpu1").unwrap();
+    assert!(
+        gpu1.actual
+            .as_deref()
+            .unwrap()
+            .starts_with("2 uncorrected ECC errors in its lifetime"),
+        "{gpu1:?}"
+    );
+    // Memory that keeps failing raises the error again after each reset.
+    std::fs::write(&events, "ecc-unc-sticky 1 2\nreset 1\n").unwrap();
+    let again = node.run_with_events(&healthy, &events, "ecc", T0 + 900);
+    assert_eq!(faults_of(&again)[0].0, "ECC_VOLATILE_UNCORRECTED");
 }
 
 /// Runs `base` then `after` five minutes later on one node; returns the second run.

@@ -4,19 +4,26 @@
 //! node's slurmd with `-b` and, where the test prepared one, puts a repaired
 //! root in place), the ladder, the breaker and the hooks.
 //!
-//! node1: a reset that clears an uncorrected ECC error. node2: a degraded
-//! PCIe link, under a running job, that a reboot repairs once the job ends.
-//! node3: the same fault, which survives its reboot and waits for node2's
-//! first (the breaker). node4: a reset that
-//! fails, with `max_remediations = 1`: a human is needed. node5: a reset
-//! that runs but does not clear the fault, so a reboot, which does not
-//! either.
+//! The fake NVML counts ECC errors as the driver does: an uncorrectable
+//! error raises the volatile and the aggregate counter and leaves a row
+//! remap pending; the reset command appends `reset <gpu>` to the node's
+//! event log, and the fake then clears the volatile counter, keeps the
+//! aggregate one and applies the remap.
+//!
+//! node1: a fresh uncorrectable error that a reset clears, leaving only the
+//! aggregate count as history. node2: a degraded PCIe link, under a running
+//! job, that a reboot repairs once the job ends. node3: the same fault,
+//! which survives its reboot and waits for node2's first (the breaker).
+//! node4: a reset that fails, with `max_remediations = 1`: a human is
+//! needed. node5: memory that raises the error again after every reset, so
+//! a reboot, which does not help either.
 //!
 //! Waits are bounded polls, generous for a loaded CI machine.
 
 use lemonade_sql::node::NodeStore;
 use lemonade_sql::node_jobs::{self, StateChangeRow};
 use lemonade_tests::cluster::{Cluster, ClusterOptions};
+use lemonade_tests::fake_nvml;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -24,37 +31,32 @@ use std::time::Duration;
 const INTERVAL: u32 = 5;
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// The fake NVML scenarios of node1, node4 and node5 (node1's reset rewrites its own).
+/// The nodes that read their GPUs from the fake NVML, each with its own event log.
+const FAKE_GPU_NODES: [&str; 3] = ["node1", "node4", "node5"];
+
+/// The healthy scenario every GPU node starts from, and their event logs:
+/// node1 and node4 start with a fresh uncorrectable error on GPU 1; node5's
+/// test plants its fault itself.
 fn scenarios() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let nvml = lemonade_tests::fake_nvml::scenarios_dir();
         std::fs::copy(
-            nvml.join("h100-healthy.json"),
+            fake_nvml::scenario(fake_nvml::HEALTHY),
             dir.path().join("h100-healthy.json"),
         )
         .unwrap();
-        for node in ["node1", "node4"] {
-            std::fs::copy(
-                nvml.join("ecc-volatile-dbe.json"),
-                dir.path().join(format!("{node}.json")),
-            )
-            .unwrap();
+        for node in FAKE_GPU_NODES {
+            let planted = if node == "node5" { "" } else { "ecc-unc 1 2\n" };
+            std::fs::write(dir.path().join(format!("{node}.events")), planted).unwrap();
         }
-        // node5's test plants its fault itself.
-        std::fs::copy(
-            nvml.join("h100-healthy.json"),
-            dir.path().join("node5.json"),
-        )
-        .unwrap();
         dir
     })
     .path()
 }
 
-fn scenario(node: &str) -> PathBuf {
-    scenarios().join(format!("{node}.json"))
+fn events(node: &str) -> PathBuf {
+    scenarios().join(format!("{node}.events"))
 }
 
 fn hook_log() -> PathBuf {
@@ -66,17 +68,24 @@ fn cluster() -> &'static Cluster {
         let env = |node: &str| {
             (
                 node.to_string(),
-                vec![(
-                    lemonade_tests::fake_nvml::SCENARIO_ENV.to_string(),
-                    scenario(node).display().to_string(),
-                )],
+                vec![
+                    (
+                        fake_nvml::SCENARIO_ENV.to_string(),
+                        scenarios().join("h100-healthy.json").display().to_string(),
+                    ),
+                    (
+                        fake_nvml::EVENTS_ENV.to_string(),
+                        events(node).display().to_string(),
+                    ),
+                ],
             )
         };
+        // The reset command resets the fake's GPU as nvidia-smi would the real one.
         let toml = format!(
             r#"
 [remediation]
 enabled = true
-reset_command = ["/bin/cp", "{healthy}", "{node1}"]
+reset_command = ["/bin/sh", "-c", 'echo "reset $0" >> "${events}"', "{{gpu}}"]
 reset_timeout_s = 30
 # 5 nodes: one remediation at a time.
 breaker_fraction = 0.1
@@ -89,22 +98,15 @@ timeout_s = 5
 hosts = "node4"
 remediation.reset_command = ["/bin/false", "{{gpu}}"]
 remediation.max_remediations = 1
-
-[[node]]
-hosts = "node5"
-remediation.reset_command = ["/bin/true", "{{gpu}}"]
 "#,
-            healthy = scenarios().join("h100-healthy.json").display(),
-            node1 = scenario("node1").display(),
+            events = fake_nvml::EVENTS_ENV,
             hooks = hook_log().display(),
         );
         ClusterOptions {
             nodes: 5,
             health_check_interval: Some(INTERVAL),
             reboot_program: true,
-            node_env: [env("node1"), env("node4"), env("node5")]
-                .into_iter()
-                .collect(),
+            node_env: FAKE_GPU_NODES.into_iter().map(env).collect(),
             lemonade_toml: toml,
             ..Default::default()
         }
@@ -146,9 +148,9 @@ fn in_service(state: &str, reason: &str) -> bool {
 }
 
 #[test]
-fn a_reset_that_clears_the_fault_resumes_the_node_without_a_reboot() {
+fn a_fresh_ecc_error_is_reset_and_the_node_resumes_with_only_the_aggregate_history() {
     let c = cluster();
-    // The first run takes node1 out for the ECC error; a later one resets GPU 1.
+    // The first run takes node1 out for the fresh error; a later one resets GPU 1.
     let ok = c.wait_until(LIMIT, || has_change(c, "node1", "down", "applied"));
     assert!(
         ok,
@@ -157,21 +159,72 @@ fn a_reset_that_clears_the_fault_resumes_the_node_without_a_reboot() {
     );
     wait_node(c, "node1", "resume after the reset", in_service);
     let rows = state_changes(c, "node1");
+    let down = rows
+        .iter()
+        .find(|r| r.action == "down" && r.outcome == "applied")
+        .unwrap();
+    assert!(
+        down.reason.starts_with("hc: ECC_VOLATILE_UNCORRECTED gpu1"),
+        "{down:?}"
+    );
+    // The reset's own row (the one before it marks the reason `... reset`).
     let reset = rows
         .iter()
-        .find(|r| r.action == "reset-gpu" && r.outcome == "applied")
+        .find(|r| {
+            r.action == "reset-gpu" && r.outcome == "applied" && r.detail.contains("gpu1 reset in")
+        })
         .unwrap_or_else(|| panic!("no applied reset: {rows:#?}"));
-    assert!(reset.detail.contains("gpu1 reset"), "{reset:?}");
+    assert!(
+        reset.detail.ends_with("; the checks are clean"),
+        "{reset:?}"
+    );
     assert!(
         rows.iter()
             .any(|r| r.action == "resume" && r.outcome == "applied"),
         "{rows:#?}"
     );
     assert_eq!(c.reboots("node1"), 0, "a reset that helped needs no reboot");
+    // The reset command reset the fake's GPU, once.
+    let log = std::fs::read_to_string(events("node1")).unwrap();
+    assert_eq!(log, "ecc-unc 1 2\nreset 1\n");
     // It stays in service: the checks after the reset and every run since are clean.
     std::thread::sleep(Duration::from_secs(2 * u64::from(INTERVAL)));
     let (state, reason) = c.node_state("node1").unwrap();
     assert!(in_service(&state, &reason), "{state} {reason}");
+    // What is left is history: the latest run's ok finding shows the
+    // lifetime count, and the spool export carried it to the head node.
+    let history = "2 uncorrected ECC errors in its lifetime";
+    let latest = latest_finding(c, "node1", "ecc", "gpu1");
+    assert_eq!(latest.severity.as_str(), "ok", "{latest:?}");
+    assert!(
+        latest.actual.as_deref().unwrap_or("").starts_with(history),
+        "{latest:?}"
+    );
+    let spool = std::fs::read_to_string(c.spool_dir().join("node1.jsonl")).unwrap();
+    assert!(
+        spool.lines().any(|l| l.contains("\"inventory\"")
+            && l.contains("\"ecc\"")
+            && l.contains("\"gpu1\"")
+            && l.contains(history)),
+        "{spool}"
+    );
+}
+
+/// The newest recorded finding of `check` about `entity` on `node`.
+fn latest_finding(
+    c: &Cluster,
+    node: &str,
+    check: &str,
+    entity: &str,
+) -> lemonade_sql::node::FindingRow {
+    let store = NodeStore::open(&c.node_db(node), Duration::from_secs(5)).unwrap();
+    store
+        .runs_since(0, 50)
+        .unwrap()
+        .iter()
+        .flat_map(|run| store.findings_of(run.id).unwrap())
+        .find(|f| f.check_name == check && f.entity == entity)
+        .unwrap_or_else(|| panic!("{node}: no {check} finding about {entity}"))
 }
 
 #[test]
@@ -319,8 +372,9 @@ fn lemon_opens_a_ticket_for_the_handed_over_node_and_reports_the_repairs() {
         .filter(|l| l.starts_with("node4\t"))
         .collect();
     assert_eq!(node4.len(), 1, "{tickets}");
+    // The fresh error and the remap it left pending, both on GPU 1.
     assert!(
-        node4[0].contains("\thand-over\thc: ECC_VOLATILE_UNCORRECTED gpu1 human needed"),
+        node4[0].contains("\thand-over\thc: ECC_VOLATILE_UNCORRECTED gpu1; +1: ROW_REMAP_PENDING gpu1 human needed"),
         "{tickets}"
     );
     assert!(
@@ -349,15 +403,11 @@ fn lemon_opens_a_ticket_for_the_handed_over_node_and_reports_the_repairs() {
 }
 
 #[test]
-fn a_reset_that_does_not_clear_the_fault_escalates_to_a_reboot() {
+fn an_error_that_a_reset_does_not_clear_escalates_to_a_reboot_and_then_a_human() {
     let c = cluster();
-    std::fs::copy(
-        lemonade_tests::fake_nvml::scenario("ecc-volatile-dbe"),
-        scenario("node5"),
-    )
-    .unwrap();
-    // The reset command succeeds, the checks after it still find the error,
-    // so a reboot; the fake NVML keeps the fault across it.
+    // Memory that fails again after every reset: the reset command runs and
+    // the fake resets the GPU, but the checks after it find a fresh error.
+    std::fs::write(events("node5"), "ecc-unc-sticky 1 2\n").unwrap();
     let (state, reason) = wait_node(c, "node5", "reboot that did not help", |_, r| {
         r.ends_with(" reboot did not help")
     });
@@ -384,4 +434,9 @@ fn a_reset_that_does_not_clear_the_fault_escalates_to_a_reboot() {
         .unwrap_or_else(|| panic!("no reboot: {rows:#?}"));
     assert!(reset < reboot, "the reset came first: {rows:#?}");
     assert_eq!(c.reboots("node5"), 1);
+    let log = std::fs::read_to_string(events("node5")).unwrap();
+    assert_eq!(
+        log, "ecc-unc-sticky 1 2\nreset 1\n",
+        "one reset, then the ladder"
+    );
 }

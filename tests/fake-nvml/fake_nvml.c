@@ -9,7 +9,8 @@
  * a later pair wins over an earlier one with the same path, so an included
  * base scenario is overridden by the file that includes it. A per-GPU key is looked up under "gpus.<i>." first, then
  * under "defaults.". An absent key answers NVML_ERROR_NOT_SUPPORTED, as a GPU
- * without the feature would.
+ * without the feature would. Events (below) then change the counters as the
+ * driver does.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -123,6 +124,7 @@ static uint64_t hash(const char *s) {
 }
 
 static void build_index(void) {
+    free(slots);
     n_slots = 64;
     while (n_slots < n_entries * 2) n_slots *= 2;
     slots = calloc(n_slots, sizeof *slots);
@@ -441,6 +443,135 @@ static nvmlReturn_t read_string(int gpu, const char *key, char *buf, unsigned in
     return NVML_SUCCESS;
 }
 
+/* ---- the driver's counters: events -------------------------------------- */
+
+/*
+ * The scenario gives the counters as a node has them; events change them the
+ * way the driver does, so that a test can plant an error and reset a GPU
+ * across processes (each healthcheck run loads the library afresh). The
+ * scenario's "events" array is applied first, then the lines of the file
+ * named by LEMONADE_FAKE_NVML_EVENTS (a reset command appends to it):
+ *
+ *   ecc-unc <gpu> [n] [dram|sram]   n uncorrectable errors: volatile and
+ *                                   aggregate counters both rise; a GPU that
+ *                                   remaps rows gets a remap pending, one with
+ *                                   page retirement a retirement pending
+ *                                   (DRAM only: SRAM has no rows to replace)
+ *   ecc-unc-sticky <gpu> [n] [loc]  the same, and again after every reset:
+ *                                   memory that keeps failing
+ *   reset <gpu>                     volatile counters to 0, aggregate kept,
+ *                                   pending remaps and retirements applied
+ *   reboot                          a reset of every GPU
+ *
+ * A counter the scenario does not have stays unsupported.
+ */
+
+static void set_u64(int gpu, const char *key, unsigned long long v) {
+    char path[512], *value = malloc(32);
+    snprintf(path, sizeof path, "gpus.%d.%s", gpu, key);
+    snprintf(value, 32, "%llu", v);
+    add(path, value);
+    build_index(); /* a later entry wins: the index must see it now */
+}
+
+/* Adds n to a counter the GPU has. */
+static void bump(int gpu, const char *key, unsigned long long n) {
+    unsigned long long v;
+    if (gpu_u64(gpu, key, &v) == 0) set_u64(gpu, key, v + n);
+}
+
+/* Sets a counter the GPU has. */
+static void put(int gpu, const char *key, unsigned long long v) {
+    unsigned long long old;
+    if (gpu_u64(gpu, key, &old) == 0) set_u64(gpu, key, v);
+}
+
+static void ecc_uncorrectable(int gpu, unsigned long long n, const char *location) {
+    char key[64];
+    for (int agg = 0; agg < 2; agg++) {
+        const char *counter = agg ? "agg" : "vol";
+        snprintf(key, sizeof key, "ecc_unc_%s_%s", counter, location);
+        bump(gpu, key, n);
+        snprintf(key, sizeof key, "ecc_unc_%s_total", counter);
+        bump(gpu, key, n);
+    }
+    unsigned long long have;
+    if (strcmp(location, "dram") != 0) return; /* only DRAM has rows and pages to replace */
+    if (gpu_u64(gpu, "remap_corr", &have) == 0) { /* A100 and later: row remapping */
+        bump(gpu, "remap_unc", n);
+        put(gpu, "remap_pending", 1);
+    }
+    if (gpu_u64(gpu, "retired_dbe", &have) == 0) { /* earlier GPUs: page retirement */
+        bump(gpu, "retired_dbe", n);
+        put(gpu, "retired_pending", 1);
+    }
+}
+
+#define MAX_STICKY 16
+static struct {
+    int gpu;
+    unsigned long long n;
+    char location[8];
+} sticky[MAX_STICKY];
+static int n_sticky;
+
+static void reset_gpu(int gpu) {
+    static const char *LOCATIONS[] = {"l1", "l2", "dram", "rf", "tex", "texshm", "cbu", "sram", "total"};
+    char key[64];
+    for (size_t i = 0; i < sizeof LOCATIONS / sizeof LOCATIONS[0]; i++) {
+        snprintf(key, sizeof key, "ecc_unc_vol_%s", LOCATIONS[i]);
+        put(gpu, key, 0);
+        snprintf(key, sizeof key, "ecc_cor_vol_%s", LOCATIONS[i]);
+        put(gpu, key, 0);
+    }
+    put(gpu, "remap_pending", 0);
+    put(gpu, "retired_pending", 0);
+    for (int i = 0; i < n_sticky; i++)
+        if (sticky[i].gpu == gpu) ecc_uncorrectable(gpu, sticky[i].n, sticky[i].location);
+}
+
+static void apply_event(const char *line) {
+    char verb[32] = "", location[8] = "dram";
+    int gpu = -1;
+    unsigned long long n = 1;
+    if (sscanf(line, "%31s %d %llu %7s", verb, &gpu, &n, location) < 1) return;
+    int in_range = gpu >= 0 && (unsigned)gpu < gpu_count();
+    if (strcmp(verb, "reboot") == 0) {
+        for (unsigned i = 0; i < gpu_count(); i++) reset_gpu((int)i);
+    } else if (strcmp(verb, "reset") == 0 && in_range) {
+        reset_gpu(gpu);
+    } else if (strcmp(verb, "ecc-unc") == 0 && in_range) {
+        ecc_uncorrectable(gpu, n, location);
+    } else if (strcmp(verb, "ecc-unc-sticky") == 0 && in_range && n_sticky < MAX_STICKY) {
+        sticky[n_sticky].gpu = gpu;
+        sticky[n_sticky].n = n;
+        snprintf(sticky[n_sticky].location, sizeof sticky[n_sticky].location, "%s", location);
+        n_sticky++;
+        ecc_uncorrectable(gpu, n, location);
+    } else if (*verb && *verb != '#') {
+        fprintf(stderr, "fake-nvml: ignored event `%s`\n", line);
+    }
+}
+
+static void apply_events(void) {
+    char key[64];
+    for (unsigned i = 0;; i++) {
+        snprintf(key, sizeof key, "events.%u", i);
+        const struct entry *e = find(key);
+        if (!e) break;
+        if (e->value) apply_event(e->value);
+    }
+    const char *file = getenv("LEMONADE_FAKE_NVML_EVENTS");
+    FILE *f = file && *file ? fopen(file, "r") : NULL;
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        apply_event(line);
+    }
+    fclose(f);
+}
+
 /* ---- the NVML entry points ---------------------------------------------- */
 
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
@@ -457,6 +588,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void) {
         }
         build_index();
         for (unsigned i = 0; i < MAX_GPUS; i++) devices[i].index = i;
+        apply_events();
         loaded = 1;
     }
     pthread_mutex_unlock(&load_lock);

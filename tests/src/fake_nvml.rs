@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 /// The environment variable naming the scenario file the fake reads.
 pub const SCENARIO_ENV: &str = "LEMONADE_FAKE_NVML_SCENARIO";
 
+/// The environment variable naming the fake's event log: lines that change
+/// its counters as the driver does (`ecc-unc 1 2`, `reset 1`, `reboot`; see
+/// `tests/fake-nvml/README.md`). A reset command appends to it.
+pub const EVENTS_ENV: &str = "LEMONADE_FAKE_NVML_EVENTS";
+
 /// The healthy 8-GPU H100 node every fault scenario starts from.
 pub const HEALTHY: &str = "h100-healthy";
 

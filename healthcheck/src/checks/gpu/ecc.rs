@@ -1,8 +1,10 @@
-//! `ecc`: uncorrected and corrected ECC errors, retired pages, remapped rows.
+//! `ecc`: uncorrected and corrected ECC errors, retired pages, remapped rows,
+//! judged as the driver counts them (see [`evaluate`]).
 
 use super::session::{self, Failure, GpuData, GpuId};
 use crate::check::{
-    Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, ALL_PROFILES,
+    previous_state, Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView,
+    ALL_PROFILES,
 };
 use crate::finding::Finding;
 use lemonade_config::{Action, Config, EccSettings, Severity};
@@ -11,6 +13,8 @@ use nvml_wrapper::enum_wrappers::device::{
 };
 use nvml_wrapper::error::{nvml_sym, nvml_try, NvmlError};
 use nvml_wrapper::{Device, Nvml};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 const NAME: &str = "ecc";
 
@@ -95,20 +99,64 @@ pub fn remapped_rows(nvml: &Nvml, device: &Device<'_>) -> Result<RemappedRows, N
     })
 }
 
-/// Pure: readings and settings to findings.
-pub fn evaluate(gpus: &[GpuData<EccReadings>], s: &EccSettings) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    for (id, r) in session::split(NAME, gpus, &mut findings) {
-        let before = findings.len();
-        judge(id, r, s, &mut findings);
-        if findings.len() == before {
-            findings.push(id.ok(NAME));
-        }
-    }
-    findings
+/// The aggregate uncorrected count of the previous run, per GPU (UUID): the
+/// baseline its growth is measured from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EccState {
+    pub aggregate_uncorrected: BTreeMap<String, u64>,
 }
 
-fn judge(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Finding>) {
+/// Pure: readings, settings and the previous run's counters to findings and
+/// the counters for the next run.
+///
+/// The rule (NVIDIA, "NVML API Reference: nvmlEccCounterType_t" and "GPU
+/// Memory Error Management: row remapping"): the volatile counter counts
+/// since the driver loaded (every boot with persistence mode, every job
+/// without it) or the GPU was last reset, the aggregate counter lives in the
+/// InfoROM and counts for the GPU's whole life, and a row remap pending at
+/// the error is applied by the next reset. So a volatile error or
+/// a pending remap means "now", a reset; a failed remap (or a full page
+/// retirement table) means repair; aggregate growth since the last run is a
+/// fresh error whose volatile count a reset or reboot already cleared; and a
+/// steady aggregate count with healthy remapping is history, shown in the ok
+/// finding, never a fault unless the site sets a limit.
+pub fn evaluate(
+    gpus: &[GpuData<EccReadings>],
+    s: &EccSettings,
+    previous: &EccState,
+) -> (Vec<Finding>, EccState) {
+    let mut findings = Vec::new();
+    let mut state = EccState::default();
+    // A GPU that did not answer keeps its baseline for its next answer.
+    for gpu in gpus.iter().filter(|g| g.reading.is_err()) {
+        let key = gpu.id.state_key();
+        if let Some(&n) = previous.aggregate_uncorrected.get(&key) {
+            state.aggregate_uncorrected.insert(key, n);
+        }
+    }
+    for (id, r) in session::split(NAME, gpus, &mut findings) {
+        let key = id.state_key();
+        let before = findings.len();
+        // No baseline (a node's first run, a new GPU): nothing to compare.
+        // Lower than before: the site cleared the InfoROM counts (nvidia-smi -p 1).
+        let grown = r
+            .aggregate_uncorrected
+            .zip(previous.aggregate_uncorrected.get(&key))
+            .map_or(0, |(now, was)| now.saturating_sub(*was));
+        judge_now(id, r, grown, &mut findings);
+        judge_limits(id, r, s, &mut findings);
+        if findings.len() == before {
+            findings.push(history(id, r));
+        }
+        if let Some(n) = r.aggregate_uncorrected {
+            state.aggregate_uncorrected.insert(key, n);
+        }
+    }
+    (findings, state)
+}
+
+/// The counters that mean "now": what a reset repairs, and what it cannot.
+fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
     let gpu = id.entity();
     let dram = r.volatile_uncorrected_dram.unwrap_or(0);
     let sram = r.volatile_uncorrected_sram.unwrap_or(0);
@@ -120,17 +168,82 @@ fn judge(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Finding>) {
                 .action(Action::ResetGpu)
                 .message(format!("{gpu}: uncorrected ECC errors since the driver loaded (DRAM {dram}, SRAM {sram})")),
         );
+    } else if grown > 0 {
+        // The aggregate counter grew while the volatile one reads 0: the error
+        // came before a reset or reboot. Judged like a fresh one (one finding
+        // per fault: the volatile finding covers the growth it causes), and
+        // never from counter growth in the boot-grace sense: an uncorrectable
+        // error is unambiguous, and the next run no longer sees the growth.
+        out.push(
+            id.finding(NAME, "ECC_AGGREGATE_GROWTH", Severity::Down)
+                .expected("no new uncorrected errors")
+                .actual(format!("+{grown} since the last run, 0 since the driver loaded"))
+                .action(Action::ResetGpu)
+                .message(format!(
+                    "{gpu}: {grown} new uncorrected ECC errors since the last run, before a reset or reboot; a reset, then the remap state decides"
+                )),
+        );
     }
-    // The aggregate counter includes the volatile one: one finding per fault.
-    let aggregate = r.aggregate_uncorrected.filter(|_| dram + sram == 0);
-    if let Some(n) = aggregate.filter(|n| *n > s.aggregate_uncorrected_max) {
+    let rows = r.remapped.unwrap_or_default();
+    if rows.failure {
+        out.push(
+            id.finding(NAME, "ROW_REMAP_FAILURE", Severity::Down)
+                .expected("remaps succeed")
+                .actual("a remap failed")
+                .action(Action::Repair)
+                .message(format!(
+                    "{gpu}: a row remap failed; the GPU is out of spare rows"
+                )),
+        );
+    }
+    if rows.pending {
+        out.push(
+            id.finding(NAME, "ROW_REMAP_PENDING", Severity::Drain)
+                .expected("no remap pending")
+                .actual("remap pending")
+                .action(Action::ResetGpu)
+                .message(format!("{gpu}: a row remap waits for a GPU reset")),
+        );
+    }
+    if r.retired_pending == Some(true) {
+        out.push(
+            id.finding(NAME, "RETIRED_PAGES_PENDING", Severity::Drain)
+                .expected("none pending")
+                .actual("pending")
+                .action(Action::ResetGpu)
+                .message(format!(
+                    "{gpu}: pages wait for retirement; a GPU reset completes it"
+                )),
+        );
+    }
+}
+
+/// Limits on totals: the page retirement table (pre-A100 GPUs, which have
+/// no row remapping) and what the site configured.
+fn judge_limits(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Finding>) {
+    let gpu = id.entity();
+    let retired = r.retired_single_bit.unwrap_or(0) + r.retired_double_bit.unwrap_or(0);
+    let retires = r.retired_single_bit.is_some() || r.retired_double_bit.is_some();
+    if retires && retired >= s.retired_pages_max {
+        out.push(
+            id.finding(NAME, "RETIRED_PAGES_LIMIT", Severity::Drain)
+                .expected(format!("< {}", s.retired_pages_max))
+                .actual(retired)
+                .action(Action::Repair)
+                .message(format!(
+                    "{gpu}: {retired} retired pages: the retirement table is nearly full"
+                )),
+        );
+    }
+    let over = |n: Option<u64>, max: Option<u64>| n.zip(max).filter(|(n, max)| n > max);
+    if let Some((n, max)) = over(r.aggregate_uncorrected, s.aggregate_uncorrected_max) {
         out.push(
             id.finding(NAME, "ECC_AGGREGATE_UNCORRECTED", Severity::Drain)
-                .expected(format!("<= {}", s.aggregate_uncorrected_max))
+                .expected(format!("<= {max} (site limit)"))
                 .actual(n)
                 .action(Action::Repair)
                 .message(format!(
-                    "{gpu}: {n} uncorrected ECC errors over its lifetime"
+                    "{gpu}: {n} uncorrected ECC errors over its lifetime, over the site's limit"
                 )),
         );
     }
@@ -147,74 +260,51 @@ fn judge(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Finding>) {
                 )),
         );
     }
-    if let Some(n) = r
-        .aggregate_corrected
-        .filter(|n| *n > s.aggregate_corrected_max)
-    {
+    if let Some((n, max)) = over(r.aggregate_corrected, s.aggregate_corrected_max) {
         out.push(
             id.finding(NAME, "ECC_AGGREGATE_CORRECTED", Severity::Warning)
-                .expected(format!("<= {}", s.aggregate_corrected_max))
+                .expected(format!("<= {max} (site limit)"))
                 .actual(n)
                 .message(format!("{gpu}: {n} corrected ECC errors over its lifetime")),
         );
     }
-    if r.retired_pending == Some(true) {
+    let rows = r
+        .remapped
+        .map(|r| u64::from(r.corrected) + u64::from(r.uncorrected));
+    if let Some((total, max)) = over(rows, s.remapped_rows_max) {
         out.push(
-            id.finding(NAME, "RETIRED_PAGES_PENDING", Severity::Drain)
-                .expected("none pending")
-                .actual("pending")
-                .action(Action::ResetGpu)
-                .message(format!(
-                    "{gpu}: pages wait for retirement; a GPU reset completes it"
-                )),
+            id.finding(NAME, "ROWS_REMAPPED_HIGH", Severity::Warning)
+                .expected(format!("<= {max} (site limit)"))
+                .actual(total)
+                .message(format!("{gpu}: {total} rows remapped over its lifetime")),
         );
+    }
+}
+
+/// The ok finding; for a GPU with a past, repaired error it carries the
+/// lifetime counts in `actual`, so history and the export show them.
+fn history(id: &GpuId, r: &EccReadings) -> Finding {
+    let mut past = Vec::new();
+    if let Some(n) = r.aggregate_uncorrected.filter(|n| *n > 0) {
+        past.push(format!("{n} uncorrected ECC errors in its lifetime"));
+    }
+    if let Some(rows) = r.remapped.filter(|r| r.corrected + r.uncorrected > 0) {
+        past.push(format!(
+            "rows remapped: {} for uncorrected, {} for corrected errors",
+            rows.uncorrected, rows.corrected
+        ));
     }
     let retired = r.retired_single_bit.unwrap_or(0) + r.retired_double_bit.unwrap_or(0);
-    if retired >= s.retired_pages_max
-        && (r.retired_single_bit.is_some() || r.retired_double_bit.is_some())
-    {
-        out.push(
-            id.finding(NAME, "RETIRED_PAGES_LIMIT", Severity::Drain)
-                .expected(format!("< {}", s.retired_pages_max))
-                .actual(retired)
-                .action(Action::Repair)
-                .message(format!("{gpu}: {retired} retired pages")),
-        );
+    if retired > 0 {
+        past.push(format!("{retired} retired pages"));
     }
-    if let Some(rows) = r.remapped {
-        if rows.failure {
-            out.push(
-                id.finding(NAME, "ROW_REMAP_FAILURE", Severity::Down)
-                    .expected("remaps succeed")
-                    .actual("a remap failed")
-                    .action(Action::Repair)
-                    .message(format!(
-                        "{gpu}: a row remap failed; the GPU is out of spare rows"
-                    )),
-            );
-        }
-        if rows.pending {
-            out.push(
-                id.finding(NAME, "ROW_REMAP_PENDING", Severity::Drain)
-                    .expected("no remap pending")
-                    .actual("remap pending")
-                    .action(Action::ResetGpu)
-                    .message(format!("{gpu}: a row remap waits for a GPU reset")),
-            );
-        }
-        let total = u64::from(rows.corrected) + u64::from(rows.uncorrected);
-        if total > s.remapped_rows_max {
-            out.push(
-                id.finding(NAME, "ROWS_REMAPPED_HIGH", Severity::Warning)
-                    .expected(format!("<= {}", s.remapped_rows_max))
-                    .actual(total)
-                    .message(format!(
-                        "{gpu}: {total} rows remapped ({} corrected, {} uncorrected); such GPUs tend to regress",
-                        rows.corrected, rows.uncorrected
-                    )),
-            );
-        }
+    if past.is_empty() {
+        return id.ok(NAME);
     }
+    let past = past.join("; ");
+    id.ok(NAME)
+        .actual(&past)
+        .message(format!("{}: healthy; history: {past}", id.entity()))
 }
 
 impl Check for Ecc {
@@ -222,7 +312,7 @@ impl Check for Ecc {
         NAME
     }
     fn summary(&self) -> &'static str {
-        "ECC errors (volatile, aggregate), retired pages, remapped rows (NVML)"
+        "ECC errors as the driver counts them (volatile, aggregate growth), retired pages, remapped rows (NVML)"
     }
     fn profiles(&self) -> &'static [Profile] {
         ALL_PROFILES
@@ -233,7 +323,9 @@ impl Check for Ecc {
     }
     fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
         Ok(session::run(NAME, ctx, gather, |gpus| {
-            CheckOutput::findings(evaluate(&gpus, &ctx.config.checks.ecc))
+            let previous: EccState = previous_state(ctx);
+            let (findings, state) = evaluate(&gpus, &ctx.config.checks.ecc, &previous);
+            CheckOutput::with_state(findings, &state)
         }))
     }
 }
@@ -242,36 +334,190 @@ impl Check for Ecc {
 mod tests {
     use super::*;
 
-    fn one(r: EccReadings) -> Vec<Finding> {
-        let gpus = vec![GpuData {
-            id: GpuId::default(),
+    fn gpu(r: EccReadings) -> Vec<GpuData<EccReadings>> {
+        vec![GpuData {
+            id: GpuId {
+                index: 5,
+                uuid: Some("GPU-5".into()),
+                bus_id: None,
+            },
             reading: Ok(r),
-        }];
-        evaluate(&gpus, &EccSettings::default())
+        }]
+    }
+
+    fn one(r: EccReadings) -> Vec<Finding> {
+        evaluate(&gpu(r), &EccSettings::default(), &EccState::default()).0
+    }
+
+    fn codes(findings: &[Finding]) -> Vec<(&str, Severity, Action)> {
+        findings
+            .iter()
+            .map(|f| (f.code.as_str(), f.severity, f.action))
+            .collect()
+    }
+
+    /// An H100 as the driver counts: `volatile` errors since the last reset,
+    /// `aggregate` over its life, `pending` a remap waiting for the reset.
+    fn h100(volatile: u64, aggregate: u64, remapped: u32, pending: bool) -> EccReadings {
+        EccReadings {
+            volatile_uncorrected_dram: Some(volatile),
+            volatile_uncorrected_sram: Some(0),
+            aggregate_uncorrected: Some(aggregate),
+            volatile_corrected: Some(0),
+            aggregate_corrected: Some(0),
+            remapped: Some(RemappedRows {
+                uncorrected: remapped,
+                pending,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn after(previous_aggregate: u64) -> EccState {
+        EccState {
+            aggregate_uncorrected: [("GPU-5".to_string(), previous_aggregate)].into(),
+        }
     }
 
     #[test]
-    fn sixty_three_retired_pages_drain_sixty_two_do_not() {
+    fn a_past_remapped_error_is_ok_and_shown_as_history() {
+        let (found, state) = evaluate(
+            &gpu(h100(0, 2, 2, false)),
+            &EccSettings::default(),
+            &after(2),
+        );
+        assert_eq!(codes(&found), [("OK", Severity::Ok, Action::None)]);
+        let shown = found[0].actual.as_deref().unwrap();
+        assert!(
+            shown.contains("2 uncorrected ECC errors in its lifetime"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("rows remapped: 2 for uncorrected"),
+            "{shown}"
+        );
+        assert_eq!(state, after(2));
+        // The first run of a node has no baseline: the count is history too.
+        assert!(one(h100(0, 2, 2, false))[0].is_ok());
+    }
+
+    #[test]
+    fn a_fresh_error_with_its_remap_pending_asks_for_a_reset() {
+        let found = evaluate(
+            &gpu(h100(2, 2, 2, true)),
+            &EccSettings::default(),
+            &after(0),
+        )
+        .0;
+        assert_eq!(
+            codes(&found),
+            [
+                ("ECC_VOLATILE_UNCORRECTED", Severity::Down, Action::ResetGpu),
+                ("ROW_REMAP_PENDING", Severity::Drain, Action::ResetGpu),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_remap_failure_asks_for_a_repair() {
+        let mut r = h100(0, 3, 2, false);
+        r.remapped.as_mut().unwrap().failure = true;
+        let found = evaluate(&gpu(r), &EccSettings::default(), &after(3)).0;
+        assert_eq!(
+            codes(&found),
+            [("ROW_REMAP_FAILURE", Severity::Down, Action::Repair)]
+        );
+    }
+
+    #[test]
+    fn aggregate_growth_after_a_reboot_asks_for_a_reset_and_is_then_judged_by_the_remap_state() {
+        let s = EccSettings::default();
+        // The reboot cleared the volatile count and applied the remap.
+        let (found, state) = evaluate(&gpu(h100(0, 2, 2, false)), &s, &after(0));
+        assert_eq!(
+            codes(&found),
+            [("ECC_AGGREGATE_GROWTH", Severity::Down, Action::ResetGpu)]
+        );
+        assert!(
+            !found[0].counter_growth,
+            "no boot grace for an uncorrectable error"
+        );
+        // The checks after the reset compare with this run's count: healthy.
+        assert!(evaluate(&gpu(h100(0, 2, 2, false)), &s, &state).0[0].is_ok());
+        // A remap that failed is a repair however the growth is judged.
+        let mut failed = h100(0, 2, 2, false);
+        failed.remapped.as_mut().unwrap().failure = true;
+        assert_eq!(
+            codes(&evaluate(&gpu(failed), &s, &state).0),
+            [("ROW_REMAP_FAILURE", Severity::Down, Action::Repair)]
+        );
+    }
+
+    #[test]
+    fn a_cleared_inforom_count_is_not_growth() {
+        let found = evaluate(
+            &gpu(h100(0, 0, 0, false)),
+            &EccSettings::default(),
+            &after(4),
+        )
+        .0;
+        assert!(found[0].is_ok(), "{found:?}");
+    }
+
+    #[test]
+    fn lifetime_counts_count_against_a_gpu_only_over_a_limit_the_site_set() {
+        let mut r = h100(0, 2, 12, false);
+        r.aggregate_corrected = Some(200_000);
+        assert!(one(r.clone())[0].is_ok());
+        let s = EccSettings {
+            aggregate_uncorrected_max: Some(1),
+            aggregate_corrected_max: Some(100_000),
+            remapped_rows_max: Some(10),
+            ..Default::default()
+        };
+        let found = evaluate(&gpu(r), &s, &after(2)).0;
+        assert_eq!(
+            codes(&found),
+            [
+                ("ECC_AGGREGATE_UNCORRECTED", Severity::Drain, Action::Repair),
+                (
+                    "ECC_AGGREGATE_CORRECTED",
+                    Severity::Warning,
+                    Action::Investigate
+                ),
+                ("ROWS_REMAPPED_HIGH", Severity::Warning, Action::Investigate),
+            ]
+        );
+    }
+
+    #[test]
+    fn sixty_three_retired_pages_drain_for_repair_sixty_two_are_history() {
         let at = |n| EccReadings {
             retired_single_bit: Some(n),
             retired_double_bit: Some(0),
             ..Default::default()
         };
-        assert_eq!(one(at(63))[0].code, "RETIRED_PAGES_LIMIT");
-        assert!(one(at(62))[0].is_ok());
+        assert_eq!(
+            codes(&one(at(63))),
+            [("RETIRED_PAGES_LIMIT", Severity::Drain, Action::Repair)]
+        );
+        let below = one(at(62));
+        assert!(below[0].is_ok());
+        assert_eq!(below[0].actual.as_deref(), Some("62 retired pages"));
     }
 
     #[test]
-    fn eleven_remapped_rows_warn_ten_do_not() {
-        let at = |corrected| EccReadings {
-            remapped: Some(RemappedRows {
-                corrected,
-                uncorrected: 1,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert_eq!(one(at(10))[0].code, "ROWS_REMAPPED_HIGH");
-        assert!(one(at(9))[0].is_ok());
+    fn a_gpu_that_does_not_answer_keeps_its_baseline() {
+        let gpus = vec![GpuData {
+            id: GpuId {
+                index: 5,
+                uuid: Some("GPU-5".into()),
+                bus_id: None,
+            },
+            reading: Err(Failure::Lost),
+        }];
+        let (_, state) = evaluate(&gpus, &EccSettings::default(), &after(2));
+        assert_eq!(state, after(2));
     }
 }
