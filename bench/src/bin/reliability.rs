@@ -7,7 +7,11 @@
 //! Scoring the lemon signals (which `lemon report --reliability` also runs)
 //! is measured by the `lemon` benchmark.
 //!
-//! `cargo run --release -p lemonade-bench --bin reliability [-- JOBS]`
+//! `cargo run --release -p lemonade-bench --bin reliability [-- JOBS [MIX] [--dump DIR]]`
+//!
+//! MIX is `realistic` or `large` (default: both). `--dump DIR` writes the
+//! report from lemon.db in every format to `DIR/<mix>.{txt,json,html}`, so
+//! that a change meant to be faster can be shown to give the same report.
 
 use lemon::attribute::AttributionParams;
 use lemon::reliability::load::{current_lemons, fleet_nodes, load_jobs};
@@ -16,21 +20,39 @@ use lemon::reliability::{build_report, JobState, ReportInput, ReportParams};
 use lemonade_tests::reliability_history::{
     generate, store, SyntheticSpec, SIZES_FOR_STATISTICS, SIZES_REALISTIC,
 };
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(5);
 const RUNS: usize = 3;
 
 fn main() {
-    let jobs: usize = std::env::args()
-        .nth(1)
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let dump = args.iter().position(|a| a == "--dump").map(|i| {
+        let dir = PathBuf::from(args.get(i + 1).expect("--dump needs a directory"));
+        args.drain(i..=i + 1);
+        std::fs::create_dir_all(&dir).expect("create the dump directory");
+        dir
+    });
+    let jobs: usize = args
+        .first()
         .map(|s| s.parse().expect("JOBS must be a number"))
         .unwrap_or(1_000_000);
-    bench(jobs, "realistic sizes", &SIZES_REALISTIC);
-    bench(jobs, "large-job heavy", &SIZES_FOR_STATISTICS);
+    let mix = args.get(1).map(String::as_str);
+    if mix.map_or(true, |m| m == "realistic") {
+        bench(jobs, "realistic sizes", &SIZES_REALISTIC, dump.as_deref());
+    }
+    if mix.map_or(true, |m| m == "large") {
+        bench(
+            jobs,
+            "large-job heavy",
+            &SIZES_FOR_STATISTICS,
+            dump.as_deref(),
+        );
+    }
 }
 
-fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)]) {
+fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)], dump: Option<&Path>) {
     let spec = SyntheticSpec {
         jobs,
         days: 28,
@@ -72,7 +94,7 @@ fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)]) {
         "{mix}: wrote lemon.db in {:.2} s (setup)",
         t.elapsed().as_secs_f64()
     );
-    let from_db = measure(|| {
+    let from_db_report = || {
         let loaded =
             load_jobs(&conn, input.range, None, &AttributionParams::default()).expect("load");
         let db_input = ReportInput {
@@ -85,13 +107,30 @@ fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)]) {
             state_changes: Vec::new(),
         };
         assert_eq!(db_input.jobs.len(), input.jobs.len());
-        let report = build_report(&db_input, &params).expect("report");
-        render_all(&report)
-    });
+        build_report(&db_input, &params).expect("report")
+    };
+    let from_db = measure(|| render_all(&from_db_report()));
     print_figure(
         &format!("reliability, {jobs} runs, {mix}, from lemon.db"),
         &from_db,
     );
+    if let Some(dir) = dump {
+        dump_report(&from_db_report(), dir, mix);
+    }
+}
+
+/// Writes the report in every format, for comparing two versions of the code.
+fn dump_report(report: &lemon::reliability::ReliabilityReport, dir: &Path, mix: &str) {
+    let name = mix.split_whitespace().next().unwrap_or(mix);
+    for (format, ext) in [
+        (Format::Text, "txt"),
+        (Format::Json, "json"),
+        (Format::Html, "html"),
+    ] {
+        let path = dir.join(format!("{name}.{ext}"));
+        std::fs::write(&path, render(report, format).expect("render")).expect("write the dump");
+        println!("{mix}: wrote {}", path.display());
+    }
 }
 
 /// Renders every format; returns the total size so nothing is optimised away.

@@ -15,7 +15,7 @@
 
 use super::remediation::StateChangeRecord;
 use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
-use crate::attribute::{AttributionParams, AFTER_END_S, BEFORE_END_S};
+use crate::attribute::{AttributionParams, Evidence, FailedRun, AFTER_END_S, BEFORE_END_S};
 use crate::decide::Scores;
 use crate::signals::Signal;
 use chrono::DateTime;
@@ -46,7 +46,7 @@ struct Row {
     submit: Option<i64>,
     start: Option<i64>,
     end: i64,
-    state: String,
+    state: JobState,
     partition: Option<String>,
     nnodes: i64,
     gpus: Option<i64>,
@@ -66,32 +66,7 @@ pub fn load_jobs(
     attribution: &AttributionParams,
 ) -> Result<LoadedJobs, ReliabilityError> {
     let (since, until) = (range.since.timestamp(), range.until.timestamp());
-    let mut stmt = conn.prepare(
-        "SELECT id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition, nnodes, gpus
-         FROM jobs WHERE end_time >= ?1 AND end_time < ?2",
-    )?;
-    let mut rows = Vec::new();
-    let mut last_end: HashMap<i64, i64> = HashMap::new();
-    let mut q = stmt.query(params![since, until + REQUEUE_LOOKAHEAD_S])?;
-    while let Some(r) = q.next()? {
-        let row = Row {
-            id: r.get(0)?,
-            raw: r.get(1)?,
-            job_id: r.get(2)?,
-            submit: r.get(3)?,
-            start: r.get(4)?,
-            end: r.get(5)?,
-            state: r.get(6)?,
-            partition: r.get(7)?,
-            nnodes: r.get(8)?,
-            gpus: r.get(9)?,
-        };
-        let e = last_end.entry(row.raw).or_insert(row.end);
-        *e = (*e).max(row.end);
-        if row.end < until {
-            rows.push(row);
-        }
-    }
+    let (rows, last_end) = runs_of(conn, since, until)?;
     let (gpn, source) = match gpus_per_node {
         Some(g) => (g.max(1), "given".to_string()),
         None => infer_gpus_per_node(&rows),
@@ -100,7 +75,7 @@ pub fn load_jobs(
     let jobs = rows
         .into_iter()
         .map(|row| {
-            let state = JobState::from_sacct(&row.state);
+            let state = row.state;
             let (category, co_categories) = categories.get(&row.id).cloned().unwrap_or_default();
             let nodes = row.nnodes.max(0) as u32;
             JobRecord {
@@ -125,6 +100,47 @@ pub fn load_jobs(
         gpus_per_node: gpn,
         gpus_per_node_source: source,
     })
+}
+
+/// Every run of `[since, until)` in end-time order, and the last end of
+/// each raw job id up to [`REQUEUE_LOOKAHEAD_S`] later (a later run means
+/// the job was requeued).
+fn runs_of(
+    conn: &Connection,
+    since: i64,
+    until: i64,
+) -> Result<(Vec<Row>, HashMap<i64, i64>), ReliabilityError> {
+    let mut rows = Vec::new();
+    let mut last_end: HashMap<i64, i64> = HashMap::new();
+    let mut stmt = conn.prepare(
+        "SELECT id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition, nnodes, gpus
+         FROM jobs WHERE end_time >= ?1 AND end_time < ?2",
+    )?;
+    let mut q = stmt.query(params![since, until + REQUEUE_LOOKAHEAD_S])?;
+    while let Some(r) = q.next()? {
+        let row = Row {
+            id: r.get(0)?,
+            raw: r.get(1)?,
+            job_id: r.get(2)?,
+            submit: r.get(3)?,
+            start: r.get(4)?,
+            end: r.get(5)?,
+            state: JobState::from_sacct(
+                r.get_ref(6)?
+                    .as_str()
+                    .map_err(lemonade_sql::rusqlite::Error::from)?,
+            ),
+            partition: r.get(7)?,
+            nnodes: r.get(8)?,
+            gpus: r.get(9)?,
+        };
+        let e = last_end.entry(row.raw).or_insert(row.end);
+        *e = (*e).max(row.end);
+        if row.end < until {
+            rows.push(row);
+        }
+    }
+    Ok((rows, last_end))
 }
 
 /// The nodes' state changes in the range, from their spool exports.
@@ -184,72 +200,105 @@ fn failure_categories(
     attribution: &AttributionParams,
 ) -> Result<Categories, ReliabilityError> {
     // `attribute_range` takes `(t0, t1]`; times are whole seconds.
-    let window =
-        crate::signals::attribute_range(conn, since - 1, until - 1, attribution, &|_| i64::MIN)
-            .map_err(|e| match e {
-                crate::error::LemonError::Sqlite(e) => ReliabilityError::Sqlite(e),
-                other => ReliabilityError::InvalidParameter {
-                    name: "lemon.db",
-                    why: other.to_string(),
-                },
-            })?;
-    let mut co = co_occurring(conn, since, until)?;
+    let (t0, t1) = (since - 1, until - 1);
+    let window = crate::signals::attribute_range(conn, t0, t1, attribution, &|_| i64::MIN)
+        .map_err(lemon_error)?;
+    let evidence = crate::signals::evidence(conn, t0, t1).map_err(lemon_error)?;
+    let mut co = CoOccurring::new(&evidence);
     Ok(window
         .runs
         .iter()
         .zip(&window.attributions)
         .filter(|(_, a)| a.is_hardware())
         .map(|(run, a)| {
-            let mut others = co.remove(&run.row_id).unwrap_or_default();
+            let mut others = co.of(run);
             others.retain(|c| *c != a.category);
             (run.row_id, (Some(a.category.clone()), others))
         })
         .collect())
 }
 
-/// The checks that fired in each failed run's window, by run. Findings are
-/// few and a window is short, so each finding asks which failed runs ended
-/// near it had its node (one primary-key probe each); `CROSS JOIN` pins
-/// that order: without statistics SQLite would start from the runs.
-fn co_occurring(
-    conn: &Connection,
-    since: i64,
-    until: i64,
-) -> Result<HashMap<i64, Vec<String>>, ReliabilityError> {
-    let mut stmt = conn.prepare(
-        "SELECT j.id, h.check_name, h.code
-         FROM health h CROSS JOIN jobs j
-         WHERE h.kind = 'finding' AND h.severity IN ('drain', 'down') AND h.check_name IS NOT NULL
-           AND h.at >= ?1 AND h.at <= ?2
-           AND j.state IN ('FAILED', 'NODE_FAIL')
-           AND j.end_time >= h.at - ?5 AND j.end_time <= h.at + ?6
-           AND j.end_time >= ?3 AND j.end_time < ?4
-           AND (j.node = h.node
-                OR EXISTS (SELECT 1 FROM job_nodes jn WHERE jn.job = j.id AND jn.node = h.node))",
-    )?;
-    let mut hits: HashMap<i64, Vec<String>> = HashMap::new();
-    let mut q = stmt.query(params![
-        since - BEFORE_END_S,
-        until + AFTER_END_S,
-        since,
-        until,
-        AFTER_END_S,
-        BEFORE_END_S
-    ])?;
-    while let Some(r) = q.next()? {
-        let (check, code): (String, Option<String>) = (r.get(1)?, r.get(2)?);
-        // As the attribution names it: the code's family, else the check.
-        let category = code
-            .as_deref()
-            .and_then(crate::attribute::known_category)
-            .map_or(check, String::from);
-        hits.entry(r.get(0)?).or_default().push(category);
+fn lemon_error(e: crate::error::LemonError) -> ReliabilityError {
+    match e {
+        crate::error::LemonError::Sqlite(e) => ReliabilityError::Sqlite(e),
+        other => ReliabilityError::InvalidParameter {
+            name: "lemon.db",
+            why: other.to_string(),
+        },
     }
-    for v in hits.values_mut() {
-        v.sort();
-        v.dedup();
+}
+
+/// The checks that fired on a failed run's nodes in its attribution
+/// window, named as the attribution names them (the code's family, else
+/// the check), from the evidence the attribution itself loaded.
+///
+/// A month of large jobs has millions of (run, node) pairs but only a few
+/// dozen findings fleet-wide in any one window, so each run marks its
+/// nodes and then looks at the findings of its window (not at every
+/// node's findings, nor a join in SQL).
+struct CoOccurring<'a> {
+    /// Every finding, by time: (at, node, category).
+    findings: Vec<(i64, usize, &'a str)>,
+    /// `marked[node]` is the number of the run that marked it last.
+    marked: Vec<usize>,
+    runs: usize,
+}
+
+impl<'a> CoOccurring<'a> {
+    fn new(evidence: &'a Evidence) -> Self {
+        let mut findings: Vec<(i64, usize, &str)> = evidence
+            .findings
+            .iter()
+            .filter_map(|(&node, marks)| Some((usize::try_from(node).ok()?, marks)))
+            .flat_map(|(node, marks)| marks.iter().map(move |m| (m.at, node, m.category.as_str())))
+            .collect();
+        findings.sort_unstable();
+        let nodes = findings.iter().map(|f| f.1 + 1).max().unwrap_or(0);
+        CoOccurring {
+            findings,
+            marked: vec![0; nodes],
+            runs: 0,
+        }
     }
-    Ok(hits)
+
+    /// The categories around `run`, sorted and without repeats.
+    fn of(&mut self, run: &FailedRun) -> Vec<String> {
+        self.runs += 1;
+        for &node in &run.nodes {
+            if let Some(m) = usize::try_from(node)
+                .ok()
+                .and_then(|n| self.marked.get_mut(n))
+            {
+                *m = self.runs;
+            }
+        }
+        let (lo, hi) = (run.end - BEFORE_END_S, run.end + AFTER_END_S);
+        let first = self.findings.partition_point(|f| f.0 < lo);
+        let mut found: Vec<String> = self.findings[first..]
+            .iter()
+            .take_while(|f| f.0 <= hi)
+            .filter(|f| self.marked[f.1] == self.runs)
+            .map(|f| f.2.to_string())
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+}
+
+/// When lemon.db's history begins: the earliest start or end of a run
+/// that ends from `since` on, health record or node event, whichever comes
+/// first; `None` when it holds none. A report must not claim the weeks
+/// before a site installed Lemonade.
+pub fn first_record(conn: &Connection, since: i64) -> Result<Option<i64>, ReliabilityError> {
+    Ok(conn.query_row(
+        "SELECT min(t) FROM (
+             SELECT min(coalesce(start_time, end_time)) AS t FROM jobs WHERE end_time >= ?1
+             UNION ALL SELECT min(at) FROM health
+             UNION ALL SELECT min(start_time) FROM node_events)",
+        params![since],
+        |r| r.get(0),
+    )?)
 }
 
 /// Nodes known to lemon.db (every node seen in any history).
