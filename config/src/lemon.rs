@@ -62,6 +62,10 @@ pub struct LemonSettings {
     pub max_drain_fraction: f64,
     /// Circuit breaker: drain at most this many nodes per run.
     pub max_drains_per_run: u32,
+    /// Reports withhold failure rates, MTTF and ETTR below this much
+    /// exposure (node-days of runtime): a few hours of history make rates
+    /// that mean nothing. They still show the counts.
+    pub min_report_node_days: f64,
 }
 
 impl Default for LemonSettings {
@@ -86,6 +90,7 @@ impl Default for LemonSettings {
             threshold_floors: LemonThresholdFloors::default(),
             max_drain_fraction: 0.02,
             max_drains_per_run: 10,
+            min_report_node_days: 100.0,
         }
     }
 }

@@ -219,7 +219,7 @@ fn reliability_text(
         &args.reliability_args,
         format,
         ctx.now,
-        ctx.cfg.lemon.window_days,
+        &ctx.cfg.lemon,
         &attribution_params(&ctx.cfg),
     )?)
 }

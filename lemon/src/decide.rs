@@ -88,6 +88,10 @@ pub struct Scores {
     /// The same for the failures no health check caught: what a node's
     /// count is tested against.
     pub uncaught_rate_per_1000_node_days: f64,
+    /// The fleet's exposure: node-days of runtime in the window.
+    pub fleet_node_days: f64,
+    /// `[lemon] min_report_node_days`: below it reports withhold the rates.
+    pub min_report_node_days: f64,
     pub attributed_failures: u64,
     pub unattributed_failures: u64,
     pub user_error_failures: u64,
@@ -307,6 +311,7 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
     let rate = hardware_rate(&fleet.nodes, &not_lemon, uncaught);
     let all_rate = hardware_rate(&fleet.nodes, &not_lemon, NodeSignals::fails);
     let p_cutoff = improbable_below(&fleet.nodes, rate, cfg);
+    let fleet_node_days = fleet.nodes.iter().map(|s| s.node_days).sum();
     let mut verdicts: Vec<Verdict> = fleet
         .nodes
         .into_iter()
@@ -326,6 +331,8 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
         fleet_nodes: verdicts.len(),
         fleet_rate_per_1000_node_days: all_rate * 1000.0,
         uncaught_rate_per_1000_node_days: rate * 1000.0,
+        fleet_node_days,
+        min_report_node_days: cfg.min_report_node_days,
         attributed_failures: fleet.attributed_failures,
         unattributed_failures: fleet.unattributed_failures,
         user_error_failures: fleet.user_error_failures,

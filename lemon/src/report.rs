@@ -7,6 +7,7 @@ use crate::db;
 use crate::decide::{fmt_value, Scores, Verdict};
 use crate::error::Result;
 use crate::ingest::IngestReport;
+use crate::reliability::render::significant;
 use crate::signals::Signal;
 use lemonade_sql::rusqlite::{params, Connection};
 use serde::Serialize;
@@ -89,6 +90,8 @@ pub struct Report<'a> {
     pub fleet_nodes: usize,
     pub fleet_rate_per_1000_node_days: f64,
     pub uncaught_rate_per_1000_node_days: f64,
+    pub fleet_node_days: f64,
+    pub min_report_node_days: f64,
     pub attributed_failures: u64,
     pub unattributed_failures: u64,
     pub user_error_failures: u64,
@@ -125,6 +128,8 @@ impl<'a> Report<'a> {
             fleet_nodes: scores.fleet_nodes,
             fleet_rate_per_1000_node_days: scores.fleet_rate_per_1000_node_days,
             uncaught_rate_per_1000_node_days: scores.uncaught_rate_per_1000_node_days,
+            fleet_node_days: scores.fleet_node_days,
+            min_report_node_days: scores.min_report_node_days,
             attributed_failures: scores.attributed_failures,
             unattributed_failures: scores.unattributed_failures,
             user_error_failures: scores.user_error_failures,
@@ -197,16 +202,7 @@ impl<'a> Report<'a> {
                 .map_or("(none)".to_string(), db::fmt_time),
             self.window_days
         );
-        let _ = writeln!(
-            s,
-            "fleet: {} nodes, {:.2} hardware failures per 1000 node-days, {:.2} of them caught by no check ({} failed jobs blamed on nodes, {} unattributed, {} the users' own)",
-            self.fleet_nodes,
-            self.fleet_rate_per_1000_node_days,
-            self.uncaught_rate_per_1000_node_days,
-            self.attributed_failures,
-            self.unattributed_failures,
-            self.user_error_failures
-        );
+        let _ = writeln!(s, "fleet: {}", self.fleet_text());
         let _ = writeln!(s, "{}", self.cut_text());
         let th: Vec<String> = self
             .thresholds
@@ -223,10 +219,10 @@ impl<'a> Report<'a> {
             for v in &self.others {
                 let _ = writeln!(
                     s,
-                    "  {:<16} fails {:>3}  p {:>9.2e}  rules {}",
+                    "  {:<16} fails {:>3}  p {:>9}  rules {}",
                     v.signals.node,
                     v.signals.fails(),
-                    v.p_value,
+                    p_text(v.p_value),
                     v.tripped.len()
                 );
             }
@@ -265,15 +261,37 @@ impl<'a> Report<'a> {
         s
     }
 
+    /// The fleet's line: its rate, or why there is none yet.
+    fn fleet_text(&self) -> String {
+        let counts = format!(
+            "{} failed jobs blamed on nodes, {} unattributed, {} the users' own",
+            self.attributed_failures, self.unattributed_failures, self.user_error_failures
+        );
+        let exposure = significant(self.fleet_node_days);
+        if self.fleet_node_days < self.min_report_node_days {
+            return format!(
+                "{} nodes, no failure rate yet: not enough history: {exposure} node-days of the {} needed ({counts})",
+                self.fleet_nodes,
+                significant(self.min_report_node_days)
+            );
+        }
+        format!(
+            "{} nodes, {exposure} node-days, {:.2} hardware failures per 1000 node-days, {:.2} of them caught by no check ({counts})",
+            self.fleet_nodes,
+            self.fleet_rate_per_1000_node_days,
+            self.uncaught_rate_per_1000_node_days,
+        )
+    }
+
     /// What made a count improbable in this scoring.
     fn cut_text(&self) -> String {
         if self.false_discovery_rate > 0.0 {
             format!(
-                "improbable: a Poisson tail at most {:.2e} (the false-discovery cut at rate {} over {} nodes)",
-                self.p_cutoff, self.false_discovery_rate, self.fleet_nodes
+                "improbable: a Poisson tail at most {} (the false-discovery cut at rate {} over {} nodes)",
+                p_text(self.p_cutoff), self.false_discovery_rate, self.fleet_nodes
             )
         } else {
-            format!("improbable: a Poisson tail below {:.2e}", self.p_cutoff)
+            format!("improbable: a Poisson tail below {}", p_text(self.p_cutoff))
         }
     }
 
@@ -288,16 +306,7 @@ impl<'a> Report<'a> {
                 .map_or("(none)".to_string(), db::fmt_time),
             self.window_days
         );
-        let _ = writeln!(
-            s,
-            "Fleet: {} nodes, {:.2} hardware failures per 1000 node-days, {:.2} of them caught by no check ({} failed jobs blamed on nodes, {} unattributed, {} the users' own).\n",
-            self.fleet_nodes,
-            self.fleet_rate_per_1000_node_days,
-            self.uncaught_rate_per_1000_node_days,
-            self.attributed_failures,
-            self.unattributed_failures,
-            self.user_error_failures
-        );
+        let _ = writeln!(s, "Fleet: {}.\n", self.fleet_text());
         let _ = writeln!(s, "{}.\n", self.cut_text());
         let _ = writeln!(s, "## Nodes\n");
         let _ = write!(s, "| node | flagged | fails | p |");
@@ -317,11 +326,11 @@ impl<'a> Report<'a> {
         for v in self.flagged.iter().chain(self.others.iter()) {
             let _ = write!(
                 s,
-                "| {} | {} | {} | {:.2e} |",
+                "| {} | {} | {} | {} |",
                 v.signals.node,
                 if v.flagged { "**yes**" } else { "no" },
                 v.signals.fails(),
-                v.p_value
+                p_text(v.p_value)
             );
             for n in Signal::ALL {
                 let tripped = v.tripped.iter().any(|t| t.signal == n);
@@ -339,15 +348,15 @@ impl<'a> Report<'a> {
             for v in &self.flagged {
                 let _ = writeln!(
                     s,
-                    "* `{}`: {} jobs, {} of them caught by no check ({} seen by Slurm) where {:.2} were expected from the fleet's rate (p = {:.2e}, {} {:.2e})",
+                    "* `{}`: {} jobs, {} of them caught by no check ({} seen by Slurm) where {:.2} were expected from the fleet's rate ({}, {} {})",
                     v.signals.node,
                     v.signals.fails(),
                     v.signals.uncaught_fails,
                     v.signals.uncaught_witnessed,
                     v.expected_fails,
-                    v.p_value,
+                    p_equals(v.p_value),
                     if v.poisson_tripped { "at most the cut" } else { "above the cut" },
-                    v.p_cutoff
+                    p_text(v.p_cutoff)
                 );
                 let firmware = self.firmware_text(&v.signals.node);
                 if !firmware.is_empty() {
@@ -396,7 +405,7 @@ impl<'a> Report<'a> {
 fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
     let _ = writeln!(
         s,
-        "  {}: {} distinct failing jobs on {} days; {} caught by no check ({} seen by Slurm), on {} days, where the fleet's rate of those predicts {:.2} (p = {:.2e}, {} {:.2e})",
+        "  {}: {} distinct failing jobs on {} days; {} caught by no check ({} seen by Slurm), on {} days, where the fleet's rate of those predicts {:.2} ({}, {} {})",
         v.signals.node,
         v.signals.fails(),
         v.signals.failing_days,
@@ -404,13 +413,13 @@ fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
         v.signals.uncaught_witnessed,
         v.signals.uncaught_days,
         v.expected_fails,
-        v.p_value,
+        p_equals(v.p_value),
         if v.poisson_tripped {
             "improbable: at most the cut"
         } else {
             "above the cut"
         },
-        v.p_cutoff
+        p_text(v.p_cutoff)
     );
     let vals: Vec<String> = Signal::ALL
         .iter()
@@ -446,11 +455,50 @@ fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
     }
 }
 
+/// Below this a probability is printed as a bound: double precision holds
+/// nothing meaningful that small, and `0.00e0` reads as "impossible".
+const P_FLOOR: f64 = 1e-12;
+
+/// A probability for people: `< 1e-12`, `3.1e-5`, `0.042`, `0.98`.
+fn p_text(p: f64) -> String {
+    if p < P_FLOOR {
+        "< 1e-12".into()
+    } else if p < 0.01 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.2}")
+    }
+}
+
+/// `p = 3.1e-5`, or `p < 1e-12`.
+fn p_equals(p: f64) -> String {
+    let t = p_text(p);
+    if t.starts_with('<') {
+        format!("p {t}")
+    } else {
+        format!("p = {t}")
+    }
+}
+
 /// Marks a job whose fault a health check caught (it does not count in the test).
 fn caught_text(j: &crate::signals::BlamedJob) -> &'static str {
     if j.caught_by_check {
         " (caught by a check)"
     } else {
         ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{p_equals, p_text};
+
+    #[test]
+    fn probabilities_below_double_precision_read_as_a_bound() {
+        assert_eq!(p_equals(0.0), "p < 1e-12");
+        assert_eq!(p_text(3e-13), "< 1e-12");
+        assert_eq!(p_equals(3.14e-5), "p = 3.1e-5");
+        assert_eq!(p_text(0.098), "0.10");
+        assert_eq!(p_text(1.0), "1.00");
     }
 }

@@ -225,7 +225,22 @@ fn report_reliability_command_writes_json_and_html() {
         String::from_utf8_lossy(&out.stderr)
     );
     let html = String::from_utf8(out.stdout).unwrap();
-    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("data-chart=\"mttf\""));
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(
+        html.contains("not enough history") && !html.contains("data-chart=\"mttf\""),
+        "a day of a few runs is below the default minimum exposure"
+    );
+
+    // The minimum comes from [lemon] min_report_node_days.
+    std::fs::write(&config, "[lemon]\nmin_report_node_days = 0.0\n").unwrap();
+    let out = lemon(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = String::from_utf8(out.stdout).unwrap();
+    assert!(html.contains("data-chart=\"mttf\"") && !html.contains("not enough history"));
 
     let mut args: Vec<&str> = common.to_vec();
     args.extend(["report", "--reliability", "--format", "markdown"]);

@@ -39,10 +39,10 @@ fn main() {
         .map(|s| s.parse().expect("JOBS must be a number"))
         .unwrap_or(1_000_000);
     let mix = args.get(1).map(String::as_str);
-    if mix.map_or(true, |m| m == "realistic") {
+    if matches!(mix, None | Some("realistic")) {
         bench(jobs, "realistic sizes", &SIZES_REALISTIC, dump.as_deref());
     }
-    if mix.map_or(true, |m| m == "large") {
+    if matches!(mix, None | Some("large")) {
         bench(
             jobs,
             "large-job heavy",

@@ -9,6 +9,7 @@ use crate::attribute::AttributionParams;
 use crate::decide::Scores;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use clap::Args;
+use lemonade_config::LemonSettings;
 use lemonade_sql::rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
@@ -120,18 +121,44 @@ pub fn range_of(
     Ok(TimeRange { since, until })
 }
 
+/// The range of `args`, starting no earlier than lemon.db's first record:
+/// a site that installed Lemonade an hour ago has an hour of history, not
+/// the window's 28 days. With no record at all the range is empty.
+pub fn recorded_range(
+    conn: &Connection,
+    args: &ReliabilityArgs,
+    now: i64,
+    default_days: u32,
+) -> Result<TimeRange, ReliabilityError> {
+    let mut range = range_of(args, now, default_days)?;
+    if range.since >= range.until {
+        return Ok(range);
+    }
+    let first = super::load::first_record(conn, range.since.timestamp())?;
+    let first = first.map_or(range.until, |t| {
+        DateTime::from_timestamp(t, 0).unwrap_or(range.until)
+    });
+    range.since = range.since.max(first);
+    Ok(range)
+}
+
 /// Builds and renders the reliability report from lemon.db. `scores`: the
-/// latest scoring, for the signal distributions and their thresholds.
+/// latest scoring, for the signal distributions and their thresholds;
+/// `settings`: the `[lemon]` window (the default range) and the minimum
+/// exposure for rates.
 pub fn reliability_report(
     conn: &Connection,
     scores: Option<&Scores>,
     args: &ReliabilityArgs,
     format: Format,
     now: i64,
-    default_days: u32,
+    settings: &LemonSettings,
     attribution: &AttributionParams,
 ) -> Result<String, ReliabilityError> {
-    let range = range_of(args, now, default_days)?;
+    let range = recorded_range(conn, args, now, settings.window_days)?;
+    if range.since >= range.until {
+        return Err(ReliabilityError::NoHistory { until: range.until });
+    }
     let loaded = load_jobs(conn, range, args.gpus_per_node, attribution)?;
     let input = ReportInput {
         range,
@@ -147,6 +174,7 @@ pub fn reliability_report(
         checkpoint_min: args.checkpoint_min,
         restart_min: args.restart_min,
         queue_min: args.queue_min,
+        min_node_days: settings.min_report_node_days,
         ..ReportParams::default()
     };
     let report = build_report(&input, &params)?;
@@ -164,7 +192,8 @@ pub fn history_rate(
     let range = TimeRange::last_days(until, i64::from(days));
     let loaded = load_jobs(conn, range, None, attribution)?;
     let refs: Vec<_> = loaded.jobs.iter().collect();
-    let rate = super::failure_rate::rate(&refs, ReportParams::default().large_job_gpus, "");
+    let defaults = ReportParams::default();
+    let rate = super::failure_rate::rate(&refs, defaults.large_job_gpus, "", defaults.confidence);
     Ok((rate.node_days > 0.0).then_some(rate.per_1000_node_days))
 }
 

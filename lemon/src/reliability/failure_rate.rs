@@ -2,6 +2,7 @@
 //! paper's rule (large jobs only) and over all jobs, and a rolling series by
 //! category.
 
+use super::mttf::mttf_interval;
 use super::{ratio, JobRecord, ReportParams, TimeRange, DAY_S};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::Serialize;
@@ -18,7 +19,14 @@ pub struct Rate {
     pub failures: u64,
     pub node_days: f64,
     pub per_1000_node_days: f64,
+    /// The chi-square interval of the rate (per 1000 node-days) at the
+    /// report's confidence, when there are fewer than [`FEW_FAILURES`]
+    /// failures: a rate from a handful of failures is mostly noise.
+    pub interval_per_1000: Option<(f64, f64)>,
 }
+
+/// Below this many failures a rate carries its interval.
+pub const FEW_FAILURES: u64 = 30;
 
 impl Rate {
     /// Failures per node-day.
@@ -70,8 +78,9 @@ impl FailureRates {
     }
 }
 
-/// r_f over the runs with more than `min_gpus_exclusive` GPUs.
-pub fn rate(jobs: &[&JobRecord], min_gpus_exclusive: u32, rule: &str) -> Rate {
+/// r_f over the runs with more than `min_gpus_exclusive` GPUs, with its
+/// interval at `confidence` when the failures are few.
+pub fn rate(jobs: &[&JobRecord], min_gpus_exclusive: u32, rule: &str, confidence: f64) -> Rate {
     let mut n = 0;
     let mut failures = 0;
     let mut node_days = 0.0;
@@ -89,7 +98,15 @@ pub fn rate(jobs: &[&JobRecord], min_gpus_exclusive: u32, rule: &str) -> Rate {
         failures,
         node_days,
         per_1000_node_days: 1000.0 * ratio(failures as f64, node_days),
+        interval_per_1000: (failures < FEW_FAILURES && node_days > 0.0)
+            .then(|| rate_interval(node_days, failures, confidence)),
     }
+}
+
+/// The rate's interval per 1000 node-days: the MTTF interval turned over.
+fn rate_interval(node_days: f64, failures: u64, confidence: f64) -> (f64, f64) {
+    let (shortest, longest) = mttf_interval(node_days, failures, confidence);
+    (1000.0 / longest, 1000.0 / shortest)
 }
 
 /// Computes the failure-rate section.
@@ -101,8 +118,14 @@ pub fn failure_rates(jobs: &[&JobRecord], range: TimeRange, params: &ReportParam
             "jobs > {} GPUs: NODE_FAIL + attributed FAILED",
             params.large_job_gpus
         ),
+        params.confidence,
     );
-    let all_jobs = rate(jobs, 0, "all GPU jobs: NODE_FAIL + attributed FAILED");
+    let all_jobs = rate(
+        jobs,
+        0,
+        "all GPU jobs: NODE_FAIL + attributed FAILED",
+        params.confidence,
+    );
     let mut counts: HashMap<&str, u64> = HashMap::new();
     for job in jobs
         .iter()
@@ -211,5 +234,27 @@ fn rolling(
         categories,
         rates,
         total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reliability::stats::chi2_quantile_even;
+
+    #[test]
+    fn a_rate_without_failures_is_bounded_above_by_the_chi_square_interval() {
+        let (low, high) = rate_interval(100.0, 0, 0.95);
+        assert_eq!(low, 0.0);
+        let expected = 1000.0 * chi2_quantile_even(0.975, 2) / 200.0;
+        assert!((high - expected).abs() < 1e-9, "{high} vs {expected}");
+    }
+
+    #[test]
+    fn a_rate_interval_is_the_mttf_interval_turned_over() {
+        let (short, long) = mttf_interval(500.0, 4, 0.95);
+        let (low, high) = rate_interval(500.0, 4, 0.95);
+        assert!((low - 1000.0 / long).abs() < 1e-12 && (high - 1000.0 / short).abs() < 1e-12);
+        assert!(low < 8.0 && 8.0 < high, "the point estimate lies inside");
     }
 }

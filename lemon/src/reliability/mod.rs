@@ -29,6 +29,9 @@ use serde::Serialize;
 /// Seconds in a day, for node-day arithmetic.
 pub const DAY_S: f64 = 86_400.0;
 
+/// The exposure below which rates are withheld, unless configured.
+pub const DEFAULT_MIN_NODE_DAYS: f64 = 100.0;
+
 /// Errors of the reliability report.
 #[derive(Debug, thiserror::Error)]
 pub enum ReliabilityError {
@@ -38,6 +41,9 @@ pub enum ReliabilityError {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     },
+    /// lemon.db holds no record before the end of the range.
+    #[error("no history before {until}: lemon.db holds no runs, health records or node events yet (run `lemon ingest` first)")]
+    NoHistory { until: DateTime<Utc> },
     /// A parameter is outside its meaningful range.
     #[error("invalid parameter {name}: {why}")]
     InvalidParameter { name: &'static str, why: String },
@@ -261,6 +267,9 @@ pub struct ReportParams {
     pub goodput_cap_min: f64,
     /// A preemption this soon after a large failed job was requeued counts as second-order.
     pub preempt_window_min: f64,
+    /// Below this exposure rates, MTTF and ETTR are withheld (`[lemon]
+    /// min_report_node_days`).
+    pub min_node_days: f64,
 }
 
 impl Default for ReportParams {
@@ -281,6 +290,7 @@ impl Default for ReportParams {
             ettr_sizes,
             goodput_cap_min: 30.0,
             preempt_window_min: 10.0,
+            min_node_days: DEFAULT_MIN_NODE_DAYS,
         }
     }
 }
@@ -305,6 +315,10 @@ impl ReportParams {
                 "must not be negative (runtime positive)",
             );
         }
+        // NaN fails too.
+        if self.min_node_days.is_nan() || self.min_node_days < 0.0 {
+            return bad("min_node_days", "must not be negative");
+        }
         if self.rolling_days == 0 {
             return bad("rolling_days", "must be at least 1");
         }
@@ -320,6 +334,31 @@ pub struct Totals {
     pub node_days: f64,
 }
 
+/// Whether the history holds enough exposure for rates to mean anything.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Exposure {
+    pub node_days: f64,
+    pub gpu_hours: f64,
+    /// The minimum below which rates, MTTF and ETTR are withheld.
+    pub min_node_days: f64,
+}
+
+impl Exposure {
+    /// Rates, MTTF and ETTR may be shown.
+    pub fn enough(&self) -> bool {
+        self.node_days >= self.min_node_days
+    }
+
+    /// `not enough history: 0.01 node-days of the 100 needed`.
+    pub fn shortfall(&self) -> String {
+        format!(
+            "not enough history: {} node-days of the {} needed",
+            render::significant(self.node_days),
+            render::significant(self.min_node_days)
+        )
+    }
+}
+
 /// The computed report, ready to render.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReliabilityReport {
@@ -328,6 +367,7 @@ pub struct ReliabilityReport {
     pub gpus_per_node: u32,
     pub params: ReportParams,
     pub totals: Totals,
+    pub exposure: Exposure,
     pub outcomes: Vec<outcomes::OutcomeRow>,
     pub attribution: attribution::AttributionSummary,
     pub failure_rate: failure_rate::FailureRates,
@@ -380,6 +420,11 @@ pub fn build_report(
         fleet_nodes: input.fleet_nodes,
         gpus_per_node: gpn,
         params: params.clone(),
+        exposure: Exposure {
+            node_days: totals.node_days,
+            gpu_hours: totals.gpu_hours,
+            min_node_days: params.min_node_days,
+        },
         totals,
         outcomes,
         attribution,

@@ -40,10 +40,16 @@ pub fn projected_mttf_hours(gpus: f64, gpus_per_node: u32, rate_per_node_day: f6
 
 /// Two-sided interval for the mean time between failures of a Poisson
 /// process observed for `hours` with `failures` events (time-terminated).
+/// Without failures the upper end is unbounded. The same interval, turned
+/// over, bounds a failure rate ([`super::failure_rate::Rate`]).
 pub fn mttf_interval(hours: f64, failures: u64, confidence: f64) -> (f64, f64) {
     let alpha = 1.0 - confidence;
     let low = 2.0 * hours / chi2_quantile_even(1.0 - alpha / 2.0, 2 * failures + 2);
-    let high = 2.0 * hours / chi2_quantile_even(alpha / 2.0, 2 * failures);
+    let high = if failures == 0 {
+        f64::INFINITY
+    } else {
+        2.0 * hours / chi2_quantile_even(alpha / 2.0, 2 * failures)
+    };
     (low, high)
 }
 

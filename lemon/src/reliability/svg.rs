@@ -5,6 +5,7 @@
 //! `<path class="series">` (or `<circle class="point">`) so that tests can
 //! count them in a rendered page.
 
+use super::render::significant;
 use std::fmt::Write;
 
 const WIDTH: f64 = 760.0;
@@ -36,22 +37,22 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// A number for an axis label: short, no trailing zeros.
+/// A number for an axis label: short, no trailing zeros, and with enough
+/// digits that neighbouring ticks (1-2-5 steps, or powers of ten) never
+/// read the same: `1.5M` and `2M`, `2e-4` and `4e-4`, not `2M` and `0`.
 pub fn short_number(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
     } else if a >= 1e6 {
-        format!("{:.0}M", v / 1e6)
+        format!("{}M", significant(v / 1e6))
     } else if a >= 1e4 {
-        format!("{:.0}k", v / 1e3)
-    } else if a >= 100.0 || (v.fract() == 0.0 && a >= 1.0) {
-        format!("{v:.0}")
-    } else if a >= 1.0 {
-        format!("{v:.1}")
+        format!("{}k", significant(v / 1e3))
+    } else if a < 1e-3 {
+        let s = format!("{v:.1e}");
+        s.replace(".0e", "e")
     } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        significant(v)
     }
 }
 
@@ -466,4 +467,31 @@ pub fn cdf_chart(id: &str, title: &str, sorted: &[f64], threshold: Option<f64>) 
     }
     chart.legend(&legend);
     chart.close()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neighbouring_axis_ticks_never_read_the_same() {
+        for (lo, hi, log) in [
+            (0.0, 7.9e6, false),
+            (0.0, 2.6e6, false),
+            (0.0, 23_000.0, false),
+            (0.0, 1.1, false),
+            (0.0, 0.001_1, false),
+            (0.0, 3.3e-4, false),
+            (1e-5, 10.0, true),
+            (1e-3, 1e7, true),
+        ] {
+            let axis = Axis::new(lo, hi, log, 0.0, 100.0);
+            let labels: Vec<String> = axis.ticks(10.0).into_iter().map(short_number).collect();
+            assert!(labels.len() >= 2, "{lo}..{hi}: {labels:?}");
+            let mut unique = labels.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), labels.len(), "{lo}..{hi}: {labels:?}");
+        }
+    }
 }

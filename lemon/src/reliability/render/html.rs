@@ -4,7 +4,10 @@
 //! Key figures carry stable `id`s (`rf-paper`, `rf-all`, `total-runs`,
 //! `lemon-count`) so that tests and scrapers can read them.
 
-use super::{checkpoint_cell, duration_hours, opt, pct, remediation_cells};
+use super::{
+    checkpoint_cell, duration_hours, exposure_text, failures, opt, pct, range_text, rate_value,
+    rate_with_interval, remediation_cells, significant,
+};
 use crate::reliability::svg::{self, esc, MttfPoint};
 use crate::reliability::ReliabilityReport;
 use std::fmt::Write;
@@ -30,16 +33,20 @@ pub fn render(r: &ReliabilityReport) -> String {
     );
     let _ = write!(
         o,
-        "<p>{since} to {until} UTC ({days:.1} days). Fleet: {n} nodes × {g} GPUs. Runs: <span class=\"figure\" id=\"total-runs\">{runs}</span>, {gh:.1} GPU-hours, {nd:.1} node-days.</p>",
-        since = r.range.since.format("%Y-%m-%d %H:%M"),
-        until = r.range.until.format("%Y-%m-%d %H:%M"),
-        days = r.range.days(),
+        "<p id=\"range\">{range}. Fleet: {n} nodes × {g} GPUs. Runs: <span class=\"figure\" id=\"total-runs\">{runs}</span>.</p><p id=\"exposure\">{exposure}</p>",
+        range = esc(&range_text(&r.range)),
         n = r.fleet_nodes,
         g = r.gpus_per_node,
         runs = r.totals.jobs,
-        gh = r.totals.gpu_hours,
-        nd = r.totals.node_days
+        exposure = esc(&exposure_text(&r.exposure)),
     );
+    if !r.exposure.enough() {
+        let _ = write!(
+            o,
+            "<p class=\"withheld\" id=\"withheld\">Rates, MTTF and ETTR are withheld: {}.</p>",
+            esc(&r.exposure.shortfall())
+        );
+    }
     outcomes(&mut o, r);
     attribution(&mut o, r);
     failure_rate(&mut o, r);
@@ -134,32 +141,71 @@ fn attribution(o: &mut String, r: &ReliabilityReport) {
     }
 }
 
-fn failure_rate(o: &mut String, r: &ReliabilityReport) {
-    let f = &r.failure_rate;
+/// A section's note that its figures are withheld.
+fn withheld(o: &mut String, r: &ReliabilityReport, id: &str) {
     let _ = write!(
         o,
-        "<h2>Failure rate</h2><p>r_f by the paper's rule ({}): <span class=\"figure\" id=\"rf-paper\">{:.2}</span> per 1000 node-days ({} failures over {:.1} node-days). Over all GPU jobs: <span class=\"figure\" id=\"rf-all\">{:.2}</span> ({} failures over {:.1} node-days).</p>",
+        "<p class=\"withheld\" id=\"{id}-withheld\">{}</p>",
+        esc(&r.exposure.shortfall())
+    );
+}
+
+fn failure_rate(o: &mut String, r: &ReliabilityReport) {
+    let f = &r.failure_rate;
+    o.push_str("<h2>Failure rate</h2>");
+    if !r.exposure.enough() {
+        withheld(o, r, "rate");
+        let _ = write!(
+            o,
+            "<p id=\"rate-counts\">By the paper's rule ({}): {} over {} node-days ({} runs). Over all GPU jobs: {} over {} node-days ({} runs).</p>",
+            esc(&f.paper.rule),
+            failures(f.paper.failures),
+            significant(f.paper.node_days),
+            f.paper.jobs,
+            failures(f.all_jobs.failures),
+            significant(f.all_jobs.node_days),
+            f.all_jobs.jobs
+        );
+        rate_table(o, r, false);
+        return;
+    }
+    let _ = write!(
+        o,
+        "<p>r_f by the paper's rule ({}): <span class=\"figure\" id=\"rf-paper\">{}</span> per 1000 node-days ({} failures over {:.1} node-days). Over all GPU jobs: <span class=\"figure\" id=\"rf-all\">{}</span> ({} failures over {:.1} node-days).</p>",
         esc(&f.paper.rule),
-        f.paper.per_1000_node_days,
+        esc(&rate_with_interval(&f.paper, r.params.confidence)),
         f.paper.failures,
         f.paper.node_days,
-        f.all_jobs.per_1000_node_days,
+        esc(&rate_with_interval(&f.all_jobs, r.params.confidence)),
         f.all_jobs.failures,
         f.all_jobs.node_days
     );
+    rate_table(o, r, true);
+    rolling_chart(o, r);
+}
+
+fn rate_table(o: &mut String, r: &ReliabilityReport, with_rates: bool) {
+    let head: &[&str] = if with_rates {
+        &["category", "failures", "per 1000 node-days"]
+    } else {
+        &["category", "failures"]
+    };
     table(
         o,
         "rate-by-category",
-        &["category", "failures", "per 1000 node-days"],
-        f.by_category.iter().map(|c| {
-            vec![
-                c.category.clone(),
-                c.failures.to_string(),
-                format!("{:.2}", c.per_1000_node_days),
-            ]
+        head,
+        r.failure_rate.by_category.iter().map(|c| {
+            let mut row = vec![c.category.clone(), c.failures.to_string()];
+            if with_rates {
+                row.push(rate_value(c.per_1000_node_days));
+            }
+            row
         }),
     );
-    let roll = &f.rolling;
+}
+
+fn rolling_chart(o: &mut String, r: &ReliabilityReport) {
+    let roll = &r.failure_rate.rolling;
     let days: Vec<String> = roll
         .days
         .iter()
@@ -185,9 +231,27 @@ fn failure_rate(o: &mut String, r: &ReliabilityReport) {
 
 fn mttf(o: &mut String, r: &ReliabilityReport) {
     let m = &r.mttf;
+    o.push_str("<h2>MTTF by job size</h2>");
+    if !r.exposure.enough() {
+        withheld(o, r, "mttf");
+        table(
+            o,
+            "mttf-table",
+            &["GPUs", "runs", "failures", "run-hours"],
+            m.rows.iter().map(|row| {
+                vec![
+                    format!("{}{}", row.gpus, if row.open_ended { "+" } else { "" }),
+                    row.jobs.to_string(),
+                    row.failures.to_string(),
+                    significant(row.runtime_hours),
+                ]
+            }),
+        );
+        return;
+    }
     let _ = write!(
         o,
-        "<h2>MTTF by job size</h2><p class=\"note\">Empirical MTTF is run time per failure in each size bucket; the {:.0}% interval (chi-square) is shown from {} failures on. The projection is 1/(N·r_f) with r_f = {:.2} per 1000 node-days and N the job's nodes.</p>",
+        "<p class=\"note\">Empirical MTTF is run time per failure in each size bucket; the {:.0}% interval (chi-square) is shown from {} failures on. The projection is 1/(N·r_f) with r_f = {:.2} per 1000 node-days and N the job's nodes.</p>",
         m.confidence * 100.0,
         m.min_failures_for_interval,
         m.failure_rate_per_1000_node_days
@@ -234,9 +298,21 @@ fn mttf(o: &mut String, r: &ReliabilityReport) {
 
 fn ettr(o: &mut String, r: &ReliabilityReport) {
     let e = &r.ettr;
+    o.push_str("<h2>Expected ETTR</h2>");
+    if !r.exposure.enough() {
+        withheld(o, r, "ettr");
+        let f = &r.failure_rate.all_jobs;
+        let _ = write!(
+            o,
+            "<p id=\"ettr-counts\">So far {} over {} node-days.</p>",
+            failures(f.failures),
+            significant(f.node_days)
+        );
+        return;
+    }
     let _ = write!(
         o,
-        "<h2>Expected ETTR</h2><p class=\"note\">E[ETTR] ≈ (1 − N·r_f·(u0 + Δt/2)) / (1 + N·r_f·(q + (u0/R)(q + u0 + Δt/2))) with r_f = {:.2} per 1000 node-days, checkpoint interval Δt = {} min, restart overhead u0 = {} min, queue time q = {:.1} min ({}), productive runtime R = {} h. The last column is the checkpoint interval that reaches ETTR {:.2}.</p>",
+        "<p class=\"note\">E[ETTR] ≈ (1 − N·r_f·(u0 + Δt/2)) / (1 + N·r_f·(q + (u0/R)(q + u0 + Δt/2))) with r_f = {:.2} per 1000 node-days, checkpoint interval Δt = {} min, restart overhead u0 = {} min, queue time q = {:.1} min ({}), productive runtime R = {} h. The last column is the checkpoint interval that reaches ETTR {:.2}.</p>",
         e.failure_rate_per_1000_node_days,
         e.checkpoint_min,
         e.restart_min,

@@ -1,6 +1,9 @@
 //! Plain-text output for terminals and cron mail.
 
-use super::{checkpoint_cell, duration_hours, opt, pct, remediation_cells};
+use super::{
+    checkpoint_cell, duration_hours, exposure_text, failures, opt, pct, range_text, rate_value,
+    rate_with_interval, remediation_cells, significant,
+};
 use crate::reliability::ReliabilityReport;
 use std::fmt::Write;
 
@@ -20,18 +23,21 @@ pub fn render(r: &ReliabilityReport) -> String {
 }
 
 fn header(o: &mut String, r: &ReliabilityReport) {
+    let _ = writeln!(o, "Cluster reliability report: {}", range_text(&r.range));
     let _ = writeln!(
         o,
-        "Cluster reliability report: {} to {} UTC ({:.1} days)",
-        r.range.since.format("%Y-%m-%d %H:%M"),
-        r.range.until.format("%Y-%m-%d %H:%M"),
-        r.range.days()
+        "Fleet: {} nodes x {} GPUs. Runs: {}.",
+        r.fleet_nodes, r.gpus_per_node, r.totals.jobs
     );
-    let _ = writeln!(
-        o,
-        "Fleet: {} nodes x {} GPUs. Runs: {}, {:.1} GPU-hours, {:.1} node-days.\n",
-        r.fleet_nodes, r.gpus_per_node, r.totals.jobs, r.totals.gpu_hours, r.totals.node_days
-    );
+    let _ = writeln!(o, "{}", exposure_text(&r.exposure));
+    if !r.exposure.enough() {
+        let _ = writeln!(
+            o,
+            "Rates, MTTF and ETTR are withheld: {}.",
+            r.exposure.shortfall()
+        );
+    }
+    o.push('\n');
 }
 
 fn outcomes(o: &mut String, r: &ReliabilityReport) {
@@ -102,21 +108,56 @@ fn attribution(o: &mut String, r: &ReliabilityReport) {
 fn failure_rate(o: &mut String, r: &ReliabilityReport) {
     let f = &r.failure_rate;
     let _ = writeln!(o, "Failure rate r_f (failures per 1000 node-days)");
+    if !r.exposure.enough() {
+        failure_counts(o, r);
+        return;
+    }
     for rate in [&f.paper, &f.all_jobs] {
         let _ = writeln!(
             o,
-            "  {:<48} {:>8.2}  ({} failures / {:.1} node-days, {} runs)",
-            rate.rule, rate.per_1000_node_days, rate.failures, rate.node_days, rate.jobs
+            "  {:<48} {:>8}  ({} / {:.1} node-days, {} runs)",
+            rate.rule,
+            rate_with_interval(rate, r.params.confidence),
+            failures(rate.failures),
+            rate.node_days,
+            rate.jobs
         );
     }
     for c in &f.by_category {
         let _ = writeln!(
             o,
-            "    {:<20} {:>8.2}  ({} failures, all jobs)",
-            c.category, c.per_1000_node_days, c.failures
+            "    {:<20} {:>8}  ({}, all jobs)",
+            c.category,
+            rate_value(c.per_1000_node_days),
+            failures(c.failures)
         );
     }
-    let roll = &f.rolling;
+    rolling(o, r);
+    let _ = writeln!(o, "  projections below use: {}\n", f.projection_rule);
+}
+
+/// The failure-rate section without rates: what was counted.
+fn failure_counts(o: &mut String, r: &ReliabilityReport) {
+    let f = &r.failure_rate;
+    let _ = writeln!(o, "  {}", r.exposure.shortfall());
+    for rate in [&f.paper, &f.all_jobs] {
+        let _ = writeln!(
+            o,
+            "  {:<48} {} over {} node-days, {} runs",
+            rate.rule,
+            failures(rate.failures),
+            significant(rate.node_days),
+            rate.jobs
+        );
+    }
+    for c in &f.by_category {
+        let _ = writeln!(o, "    {:<20} {}", c.category, failures(c.failures));
+    }
+    o.push('\n');
+}
+
+fn rolling(o: &mut String, r: &ReliabilityReport) {
+    let roll = &r.failure_rate.rolling;
     if !roll.days.is_empty() {
         let _ = writeln!(
             o,
@@ -147,11 +188,30 @@ fn failure_rate(o: &mut String, r: &ReliabilityReport) {
             );
         }
     }
-    let _ = writeln!(o, "  projections below use: {}\n", f.projection_rule);
 }
 
 fn mttf(o: &mut String, r: &ReliabilityReport) {
     let m = &r.mttf;
+    if !r.exposure.enough() {
+        let _ = writeln!(o, "MTTF by job size\n  {}", r.exposure.shortfall());
+        let _ = writeln!(
+            o,
+            "  {:>6} {:>9} {:>9} {:>12}",
+            "GPUs", "runs", "failures", "run-hours"
+        );
+        for row in &m.rows {
+            let _ = writeln!(
+                o,
+                "  {:>6} {:>9} {:>9} {:>12}",
+                format!("{}{}", row.gpus, if row.open_ended { "+" } else { "" }),
+                row.jobs,
+                row.failures,
+                significant(row.runtime_hours)
+            );
+        }
+        o.push('\n');
+        return;
+    }
     let _ = writeln!(
         o,
         "MTTF by job size (r_f = {:.2}/1000 node-days; {:.0}% interval with >= {} failures)",
@@ -186,6 +246,17 @@ fn mttf(o: &mut String, r: &ReliabilityReport) {
 
 fn ettr(o: &mut String, r: &ReliabilityReport) {
     let e = &r.ettr;
+    if !r.exposure.enough() {
+        let f = &r.failure_rate.all_jobs;
+        let _ = writeln!(
+            o,
+            "Expected ETTR\n  {} (so far {} over {} node-days)\n",
+            r.exposure.shortfall(),
+            failures(f.failures),
+            significant(f.node_days)
+        );
+        return;
+    }
     let _ = writeln!(
         o,
         "Expected ETTR (r_f = {:.2}/1000 node-days, checkpoint {} min, restart {} min, queue {:.1} min [{}], R = {} h)",
