@@ -49,18 +49,23 @@ impl SlurmSettings {
 pub struct StoreSettings {
     /// Node-local disk only: WAL does not work over NFS.
     pub path: PathBuf,
-    /// Runs older than this are pruned.
+    /// History older than this (runs, findings, events, jobs, state changes)
+    /// is deleted, a batch a run. The checks' cursors and counters are kept.
     pub retention_days: u32,
     /// How long a run waits for another run (timer and prolog at once) to finish.
     pub lock_wait_ms: u64,
+    /// The run that finds the write-ahead log larger than this checkpoints
+    /// and empties it (`lemonade_sql::wal`).
+    pub max_log_kib: u64,
 }
 
 impl Default for StoreSettings {
     fn default() -> Self {
         Self {
             path: PathBuf::from("/var/lib/lemonade/node.db"),
-            retention_days: 90,
+            retention_days: 30,
             lock_wait_ms: 2000,
+            max_log_kib: 4096,
         }
     }
 }

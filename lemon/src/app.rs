@@ -17,6 +17,7 @@ use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_sql::lock::RunLock;
 use lemonade_sql::rusqlite::Connection;
+use lemonade_sql::wal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -62,8 +63,27 @@ impl Ctx {
         })
     }
 
+    /// Opens lemon.db, first emptying a write-ahead log that an earlier
+    /// command left past its limit.
     fn open(&self) -> Result<Connection> {
-        db::open(&self.db_path, self.busy)
+        let conn = db::open(&self.db_path, self.busy)?;
+        self.keep_log_short(&conn)?;
+        Ok(conn)
+    }
+
+    /// What the node runs do with node.db (`lemonade_sql::wal`): whichever
+    /// command finds the log past the limit empties it. The writing commands
+    /// call it again when they are done, so an hourly `lemon run` leaves no
+    /// big log behind for an hour.
+    fn keep_log_short(&self, conn: &Connection) -> Result<()> {
+        wal::truncate_if_over(
+            conn,
+            &self.db_path,
+            wal::DEFAULT_LIMIT_BYTES,
+            wal::DEFAULT_WAIT,
+            self.busy,
+        )?;
+        Ok(())
     }
 
     fn lock(&self) -> Result<RunLock> {
@@ -95,6 +115,7 @@ fn ingest_cmd(ctx: &Ctx, args: &IngestArgs) -> Result<u8> {
         &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now),
     )?;
     print!("{}", rep.text());
+    ctx.keep_log_short(&conn)?;
     Ok(if rep.ok() { EXIT_OK } else { EXIT_ERROR })
 }
 
@@ -157,6 +178,7 @@ fn run_cmd(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     if let Some(r) = &refuse {
         eprintln!("lemon: nothing drained: {r}");
     }
+    ctx.keep_log_short(&conn)?;
     Ok(run_exit_code(refuse.is_some(), &acted))
 }
 

@@ -102,6 +102,10 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
 fn text(o: &Output) -> String {
     format!(
         "exit {:?}\n{}\n{}",
@@ -379,5 +383,57 @@ fn the_report_shows_the_firmware_versions_of_flagged_nodes() {
     let md = c.lemon(&["--now", &c.now(), "report", "--format", "markdown"]);
     assert!(
         String::from_utf8_lossy(&md.stdout).contains("  * firmware: bios=1.7.0 mlx5_0=28.39.1002")
+    );
+}
+
+#[test]
+fn an_ingest_larger_than_the_log_limit_leaves_the_log_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let spec = HistorySpec {
+        nodes: 500,
+        jobs: 80_000,
+        ..HistorySpec::default()
+    };
+    let (mut jobs, mut events) = (Vec::new(), Vec::new());
+    generate(&spec, &mut jobs, &mut events).unwrap();
+    std::fs::write(p.join("sacct.txt"), &jobs).unwrap();
+    std::fs::write(p.join("events.txt"), &events).unwrap();
+    let db = p.join("lemon.db");
+    std::fs::write(
+        p.join("lemonade.toml"),
+        format!("[lemon]\ndb_path = \"{}\"\n", db.display()),
+    )
+    .unwrap();
+    let limit = lemonade_sql::wal::DEFAULT_LIMIT_BYTES;
+    let (sacct, events) = (p.join("sacct.txt"), p.join("events.txt"));
+    let ingest = [
+        "ingest",
+        "--no-slurm",
+        "--sacct-file",
+        path(&sacct),
+        "--events-file",
+        path(&events),
+    ];
+    for args in [&ingest[..], &["score"]] {
+        let command = args.join(" ");
+        let out = Command::new(env!("CARGO_BIN_EXE_lemon"))
+            .arg("--config")
+            .arg(p.join("lemonade.toml"))
+            .args(args)
+            .env_remove("LEMONADE_CONFIG")
+            .output()
+            .unwrap();
+        assert!(out.status.code().unwrap_or(9) <= 1, "{}", text(&out));
+        let log = lemonade_sql::wal::log_size(&db);
+        assert!(
+            log <= limit,
+            "after `lemon {command}`: a {log}-byte log (limit {limit})"
+        );
+    }
+    let database = std::fs::metadata(&db).unwrap().len();
+    assert!(
+        database > 2 * limit,
+        "the ingest wrote {database} bytes, more than the log may hold"
     );
 }

@@ -12,6 +12,7 @@ pub mod lock;
 pub mod migrate;
 pub mod node;
 pub mod node_jobs;
+pub mod wal;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -78,8 +79,9 @@ pub fn open(path: &Path, schema: Schema, busy_timeout: Duration) -> Result<Conne
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(wrap)?;
     // A healthcheck run is a short process: checkpointing (and fsyncing) the
-    // WAL at every close would cost more than the whole run. SQLite still
-    // checkpoints on its own every 1000 pages.
+    // WAL at every close would cost more than the whole run. SQLite's own
+    // checkpoint does not keep the log short for such processes either: the
+    // runs call `wal::truncate_if_over` (see there why).
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
         true,

@@ -112,6 +112,10 @@ pub(crate) fn insert_findings(
     Ok(())
 }
 
+/// The most rows of one kind (runs, events, jobs, state changes) that one
+/// [`NodeStore::prune`] deletes.
+pub const PRUNE_BATCH: i64 = 500;
+
 /// The node database.
 pub struct NodeStore {
     conn: Connection,
@@ -247,17 +251,33 @@ impl NodeStore {
         Ok((run_id, new_events))
     }
 
-    /// Deletes runs (and their findings) and events older than `before` (unix seconds).
+    /// Deletes history older than `before` (unix seconds): runs with their
+    /// findings, events, jobs and state changes, at most [`PRUNE_BATCH`] rows
+    /// of each a call. A call per run catches up with any backlog (a
+    /// shortened retention) in a few runs without one long write holding the
+    /// lock. The checks' state (cursors, counters), the policy's memory and
+    /// the export's numbering are not history and are kept. Returns the rows
+    /// deleted, findings not counted.
     pub fn prune(&self, before: i64) -> Result<usize, StoreError> {
-        let runs = self
-            .conn
-            .execute("DELETE FROM runs WHERE started_at < ?1", [before])
-            .map_err(self.wrap())?;
-        let events = self
-            .conn
-            .execute("DELETE FROM events WHERE occurred_at < ?1", [before])
-            .map_err(self.wrap())?;
-        Ok(runs + events)
+        const OLDEST_FIRST: [&str; 4] = [
+            "DELETE FROM runs WHERE id IN
+               (SELECT id FROM runs WHERE started_at < ?1 ORDER BY started_at LIMIT ?2)",
+            "DELETE FROM events WHERE id IN
+               (SELECT id FROM events WHERE occurred_at < ?1 ORDER BY occurred_at LIMIT ?2)",
+            "DELETE FROM jobs WHERE job_id IN
+               (SELECT job_id FROM jobs WHERE coalesce(ended_at, started_at, 0) < ?1 LIMIT ?2)",
+            "DELETE FROM state_changes WHERE id IN
+               (SELECT id FROM state_changes WHERE at < ?1 ORDER BY at LIMIT ?2)",
+        ];
+        let mut deleted = 0;
+        for sql in OLDEST_FIRST {
+            deleted += self
+                .conn
+                .prepare_cached(sql)
+                .and_then(|mut s| s.execute(params![before, PRUNE_BATCH]))
+                .map_err(self.wrap())?;
+        }
+        Ok(deleted)
     }
 
     /// Runs since `since` (unix seconds), newest first, at most `limit`.
@@ -414,6 +434,50 @@ mod tests {
         assert_eq!(store.events_since(0).unwrap().len(), 1);
         assert_eq!(store.prune(150).unwrap(), 2, "one run and the event at t=0");
         assert_eq!(store.runs_since(0, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn retention_deletes_old_history_in_batches_and_keeps_the_checks_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store =
+            NodeStore::open(&dir.path().join("node.db"), Duration::from_millis(100)).unwrap();
+        let old = PRUNE_BATCH as usize + 20;
+        for t in 0..old as i64 + 3 {
+            store.record_run(&run(t, vec![])).unwrap();
+        }
+        let count = |table: &str| -> i64 {
+            store
+                .conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        let before = old as i64;
+        let (conn, path) = (&store.conn, &store.path);
+        crate::node_jobs::job_started(conn, path, "1", None, 0).unwrap();
+        crate::node_jobs::job_ended(conn, path, "1", 1, Some(0), None).unwrap();
+        crate::node_jobs::job_started(conn, path, "2", None, 5).unwrap();
+        crate::node_jobs::job_ended(conn, path, "2", before, Some(0), None).unwrap();
+        for at in [0, before] {
+            let change = crate::node_jobs::StateChangeRow {
+                at,
+                action: "drain".into(),
+                ..Default::default()
+            };
+            crate::node_jobs::record_state_change(conn, path, &change).unwrap();
+        }
+        assert_eq!(store.prune(before).unwrap(), PRUNE_BATCH as usize + 2);
+        assert_eq!(count("runs"), 23, "one batch a call");
+        assert_eq!(
+            store.prune(before).unwrap(),
+            20,
+            "the rest on the next call"
+        );
+        assert_eq!(store.prune(before).unwrap(), 0);
+        assert_eq!(count("runs"), 3, "the window is kept");
+        assert_eq!(count("findings"), 3, "findings go with their runs");
+        assert_eq!(count("jobs"), 1, "a job that ended in the window is kept");
+        assert_eq!(count("state_changes"), 1);
+        assert_eq!(store.check_states().unwrap()["xid"], "{\"seq\":4}");
     }
 
     #[test]

@@ -156,6 +156,10 @@ pub fn run(
         (_, false) => (PolicyResult::default(), Ok(Exported::default())),
     };
     let mut report = with_policy(report, &policy);
+    if let Some(problem) = session.keep_log_short() {
+        report.findings.push(problem);
+        report.worst = worst(&report.findings);
+    }
     report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(Outcome {
         report,

@@ -8,6 +8,7 @@ use crate::finding::Finding;
 use lemonade_config::Config;
 use lemonade_sql::lock::RunLock;
 use lemonade_sql::node::NodeStore;
+use lemonade_sql::wal;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,6 +50,10 @@ pub struct NodeSession {
     lock: Option<RunLock>,
     /// Why the store could not be used, as `unknown` findings of `store`.
     problems: Vec<Finding>,
+    /// `[store] lock_wait_ms`, the database's busy timeout too.
+    wait: Duration,
+    /// `[store] max_log_kib`, in bytes.
+    max_log_bytes: u64,
 }
 
 impl NodeSession {
@@ -63,6 +68,8 @@ impl NodeSession {
             store: None,
             lock: None,
             problems: Vec::new(),
+            wait,
+            max_log_bytes: config.store.max_log_kib.saturating_mul(1024),
         };
         match use_ {
             StoreUse::Record => session.open_for_recording(wait),
@@ -149,6 +156,30 @@ impl NodeSession {
 
     pub fn records(&self) -> bool {
         self.use_ == StoreUse::Record
+    }
+
+    /// Empties the write-ahead log when it has grown past `[store]
+    /// max_log_kib`: the last thing a recording run does with the store,
+    /// every entry point alike (see `lemonade_sql::wal` for why SQLite does
+    /// not). A reader in the way costs at most `wal::DEFAULT_WAIT` and is no
+    /// problem; a failure is an `unknown` finding of `store`.
+    pub fn keep_log_short(&mut self) -> Option<Finding> {
+        let (limit, wait) = (self.max_log_bytes, self.wait);
+        let store = self.for_counters()?;
+        let upkeep = wal::truncate_if_over(
+            store.connection(),
+            store.path(),
+            limit,
+            wal::DEFAULT_WAIT,
+            wait,
+        );
+        match upkeep {
+            Ok(_) => None,
+            Err(e) => Some(store_unknown(
+                &self.path,
+                format!("checkpointing the write-ahead log: {e}"),
+            )),
+        }
     }
 }
 
