@@ -158,33 +158,18 @@ pub fn evaluate(
 /// The counters that mean "now": what a reset repairs, and what it cannot.
 fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
     let gpu = id.entity();
-    let dram = r.volatile_uncorrected_dram.unwrap_or(0);
-    let sram = r.volatile_uncorrected_sram.unwrap_or(0);
-    if dram + sram > 0 {
-        out.push(
-            id.finding(NAME, "ECC_VOLATILE_UNCORRECTED", Severity::Down)
-                .expected(0)
-                .actual(format!("dram {dram}, sram {sram}"))
-                .action(Action::ResetGpu)
-                .message(format!("{gpu}: uncorrected ECC errors since the driver loaded (DRAM {dram}, SRAM {sram})")),
-        );
-    } else if grown > 0 {
-        // The aggregate counter grew while the volatile one reads 0: the error
-        // came before a reset or reboot. Judged like a fresh one (one finding
-        // per fault: the volatile finding covers the growth it causes), and
-        // never from counter growth in the boot-grace sense: an uncorrectable
-        // error is unambiguous, and the next run no longer sees the growth.
-        out.push(
-            id.finding(NAME, "ECC_AGGREGATE_GROWTH", Severity::Down)
-                .expected("no new uncorrected errors")
-                .actual(format!("+{grown} since the last run, 0 since the driver loaded"))
-                .action(Action::ResetGpu)
-                .message(format!(
-                    "{gpu}: {grown} new uncorrected ECC errors since the last run, before a reset or reboot; a reset, then the remap state decides"
-                )),
-        );
-    }
     let rows = r.remapped.unwrap_or_default();
+    match fresh_error(id, r, grown, rows.pending) {
+        Some(fresh) => out.push(fresh),
+        None if rows.pending => out.push(
+            id.finding(NAME, "ROW_REMAP_PENDING", Severity::Drain)
+                .expected("no remap pending")
+                .actual("remap pending")
+                .action(Action::ResetGpu)
+                .message(format!("{gpu}: a row remap waits for a GPU reset")),
+        ),
+        None => {}
+    }
     if rows.failure {
         out.push(
             id.finding(NAME, "ROW_REMAP_FAILURE", Severity::Down)
@@ -194,15 +179,6 @@ fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
                 .message(format!(
                     "{gpu}: a row remap failed; the GPU is out of spare rows"
                 )),
-        );
-    }
-    if rows.pending {
-        out.push(
-            id.finding(NAME, "ROW_REMAP_PENDING", Severity::Drain)
-                .expected("no remap pending")
-                .actual("remap pending")
-                .action(Action::ResetGpu)
-                .message(format!("{gpu}: a row remap waits for a GPU reset")),
         );
     }
     if r.retired_pending == Some(true) {
@@ -216,6 +192,40 @@ fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
                 )),
         );
     }
+}
+
+/// A fresh uncorrected error, seen in the volatile count or, when a reset or
+/// reboot already cleared that, in the aggregate count's growth. The row
+/// remap such an error leaves pending is the same fault, applied by the same
+/// reset: it is said in the finding, not a finding of its own.
+fn fresh_error(id: &GpuId, r: &EccReadings, grown: u64, pending: bool) -> Option<Finding> {
+    let gpu = id.entity();
+    let dram = r.volatile_uncorrected_dram.unwrap_or(0);
+    let sram = r.volatile_uncorrected_sram.unwrap_or(0);
+    let remap = if pending { "; row remap pending" } else { "" };
+    if dram + sram > 0 {
+        // The aggregate count grew by the same errors: one finding per fault.
+        return Some(
+            id.finding(NAME, "ECC_VOLATILE_UNCORRECTED", Severity::Down)
+                .expected(0)
+                .actual(format!("dram {dram}, sram {sram}{remap}"))
+                .action(Action::ResetGpu)
+                .message(format!("{gpu}: uncorrected ECC errors since the driver loaded (DRAM {dram}, SRAM {sram}){remap}")),
+        );
+    }
+    // The aggregate counter grew while the volatile one reads 0: the error
+    // came before a reset or reboot. Judged like a fresh one, and never as
+    // counter growth in the boot-grace sense: an uncorrectable error is
+    // unambiguous, and the next run no longer sees the growth.
+    (grown > 0).then(|| {
+        id.finding(NAME, "ECC_AGGREGATE_GROWTH", Severity::Down)
+            .expected("no new uncorrected errors")
+            .actual(format!("+{grown} since the last run, 0 since the driver loaded{remap}"))
+            .action(Action::ResetGpu)
+            .message(format!(
+                "{gpu}: {grown} new uncorrected ECC errors since the last run, before a reset or reboot{remap}; a reset, then the remap state decides"
+            ))
+    })
 }
 
 /// Limits on totals: the page retirement table (pre-A100 GPUs, which have
@@ -412,10 +422,23 @@ mod tests {
         .0;
         assert_eq!(
             codes(&found),
-            [
-                ("ECC_VOLATILE_UNCORRECTED", Severity::Down, Action::ResetGpu),
-                ("ROW_REMAP_PENDING", Severity::Drain, Action::ResetGpu),
-            ]
+            [("ECC_VOLATILE_UNCORRECTED", Severity::Down, Action::ResetGpu)]
+        );
+        // The remap the error left pending is the same fault, said in it.
+        assert_eq!(
+            found[0].actual.as_deref(),
+            Some("dram 2, sram 0; row remap pending")
+        );
+        // Without a fresh error, a pending remap (for corrected errors) is its own.
+        let found = evaluate(
+            &gpu(h100(0, 2, 2, true)),
+            &EccSettings::default(),
+            &after(2),
+        )
+        .0;
+        assert_eq!(
+            codes(&found),
+            [("ROW_REMAP_PENDING", Severity::Drain, Action::ResetGpu)]
         );
     }
 
