@@ -1,15 +1,11 @@
-//! One outside program (a hook, a GPU reset, the checks after it) run as
-//! argv, never through a shell, under a deadline that kills its whole
-//! process group: nothing it starts outlives the deadline or holds up a run.
+//! One outside program (a hook, a GPU reset, the checks after it) under a
+//! deadline, through the one runner (`lemonade_slurm::bounded`: argv only,
+//! its own process group, killed whole), with the one-line errors the
+//! state changes and the hooks record.
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+use lemonade_slurm::bounded::{self, BoundedError, Streams};
+use std::process::Command;
+use std::time::Duration;
 
 /// A program that ran to its end within the deadline.
 #[derive(Debug)]
@@ -44,77 +40,25 @@ fn run_to_end(
     timeout: Duration,
     any_status: bool,
 ) -> Result<Finished, String> {
-    let start = Instant::now();
     let Some(program) = argv.first() else {
         return Err("empty command".into());
     };
-    let mut child = Command::new(program)
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("could not start: {e}"))?;
-    // A program that never reads its stdin must not block us on a full pipe,
-    // nor one that writes much on a full stdout or stderr.
-    if let Some(mut stdin) = child.stdin.take() {
-        let input = input.to_vec();
-        thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-    }
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = mpsc::channel();
-        if let Some(mut pipe) = pipe {
-            thread::spawn(move || {
-                let mut s = Vec::new();
-                let _ = pipe.read_to_end(&mut s);
-                let _ = tx.send(s);
-            });
+    let mut cmd = Command::new(program);
+    cmd.args(&argv[1..]);
+    let done = bounded::run(cmd, Some(input), Streams::Capture, timeout).map_err(|e| match e {
+        BoundedError::Spawn { source, .. } => format!("could not start: {source}"),
+        BoundedError::Timeout { .. } => {
+            format!("killed at the {:.1} s deadline", timeout.as_secs_f64())
         }
-        rx
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let group = Pid::from_raw(child.id() as i32);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = killpg(group, Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(format!(
-                    "killed at the {:.1} s deadline",
-                    timeout.as_secs_f64()
-                ));
-            }
-            Ok(None) => thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(format!("wait: {e}")),
-        }
-    };
-    // Whatever it left in the group (a forked child holding a pipe) goes too.
-    let _ = killpg(group, Signal::SIGKILL);
-    let left = || timeout.saturating_sub(start.elapsed());
-    if status.success() || any_status {
+    })?;
+    if done.status.success() || any_status {
         return Ok(Finished {
-            stdout: stdout.recv_timeout(left()).unwrap_or_default(),
-            elapsed: start.elapsed(),
-            code: status.code(),
+            stdout: done.stdout,
+            elapsed: done.elapsed,
+            code: done.status.code(),
         });
     }
-    let stderr = stderr.recv_timeout(left()).unwrap_or_default();
-    let stderr = String::from_utf8_lossy(&stderr);
+    let stderr = String::from_utf8_lossy(&done.stderr);
     let tail: String = stderr
         .trim()
         .chars()
@@ -124,5 +68,5 @@ fn run_to_end(
         .into_iter()
         .rev()
         .collect();
-    Err(format!("exited with {status}: {tail}"))
+    Err(format!("exited with {}: {tail}", done.status))
 }

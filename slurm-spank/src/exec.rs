@@ -1,12 +1,13 @@
-//! Running a program under a deadline, from the plugin.
-//!
-//! The program gets its own process group, so that a deadline kills
-//! everything it started (a hung `scontrol`, a stuck check), not only itself.
+//! Running a program under a deadline, from the plugin, through the one
+//! runner (`lemonade_slurm::bounded`): its own process group, so that a
+//! deadline kills everything it started (a hung `scontrol`, a stuck check),
+//! not only itself. Its output goes where slurmstepd's goes, and no thread is
+//! started here.
 
-use std::os::unix::process::CommandExt;
+use lemonade_slurm::bounded::{self, BoundedError, Streams};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// How a program ended.
 #[derive(Debug)]
@@ -22,48 +23,24 @@ pub enum Outcome {
 /// Runs `program` with `env` added to the inherited environment and waits at
 /// most `timeout`.
 pub fn run(program: &Path, env: &[(&str, &str)], timeout: Duration) -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
     let mut command = Command::new(program);
-    command
-        .stdin(Stdio::null())
-        .envs(env.iter().copied())
-        .process_group(0);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) => return Outcome::NotStarted(e),
-    };
-    let deadline = Instant::now() + timeout;
-    // Short polls first: a quick profile finishes in tens of milliseconds
-    // and every millisecond here delays the job's start.
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                use std::os::unix::process::ExitStatusExt;
-                return match (status.code(), status.signal()) {
-                    (Some(code), _) => Outcome::Exited(code),
-                    (None, Some(signal)) => Outcome::Signaled(signal),
-                    (None, None) => Outcome::Exited(-1),
-                };
-            }
-            Ok(None) => {}
-            Err(e) => return Outcome::NotStarted(e),
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            // SAFETY: signalling the process group we created above.
-            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-            let _ = child.kill();
-            let _ = child.wait();
-            return Outcome::TimedOut;
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(20));
+    command.envs(env.iter().copied());
+    match bounded::run(command, None, Streams::Inherit, timeout) {
+        Ok(done) => match (done.status.code(), done.status.signal()) {
+            (Some(code), _) => Outcome::Exited(code),
+            (None, Some(signal)) => Outcome::Signaled(signal),
+            (None, None) => Outcome::Exited(-1),
+        },
+        Err(BoundedError::Timeout { .. }) => Outcome::TimedOut,
+        Err(BoundedError::Spawn { source, .. }) => Outcome::NotStarted(source),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
         let path = dir.join(name);

@@ -5,10 +5,10 @@
 //! `SLURM_CONF`, so [`SlurmCommands`] carries both. A slurmctld that does not
 //! answer must cost us a bounded time, never a hang.
 
-use std::io::Read;
+use crate::bounded::{self, BoundedError, Streams};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use thiserror::Error;
 
 /// Why a Slurm command did not give us its output.
@@ -76,10 +76,7 @@ impl SlurmCommands {
     ) -> Result<Output, CommandError> {
         let program = self.program(name);
         let mut cmd = Command::new(&program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(args);
         cmd.env_clear();
         cmd.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
         cmd.env("LC_ALL", "C");
@@ -119,65 +116,25 @@ pub fn shown<'a>(argv: impl IntoIterator<Item = &'a str>) -> String {
         .join(" ")
 }
 
-/// Spawns `cmd`, reads its output on threads (so a full pipe cannot block it),
-/// and kills it at `timeout`.
-pub fn run_bounded(
-    mut cmd: Command,
-    program: &Path,
-    timeout: Duration,
-) -> Result<Output, CommandError> {
+/// Runs `cmd` under `timeout` ([`crate::bounded`]) and returns its output if it exits 0.
+fn run_bounded(cmd: Command, program: &Path, timeout: Duration) -> Result<Output, CommandError> {
     let name = program.display().to_string();
-    let mut child = cmd.spawn().map_err(|source| CommandError::Spawn {
-        program: name.clone(),
-        source,
+    let done = bounded::run(cmd, None, Streams::Capture, timeout).map_err(|e| match e {
+        BoundedError::Spawn { source, .. } => CommandError::Spawn {
+            program: name.clone(),
+            source,
+        },
+        BoundedError::Timeout { timeout, .. } => CommandError::Timeout {
+            program: name.clone(),
+            timeout,
+        },
     })?;
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_end(&mut s);
-        }
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = e.read_to_end(&mut s);
-        }
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(CommandError::Timeout {
-                    program: name,
-                    timeout,
-                });
-            }
-            Ok(None) => std::thread::sleep(
-                Duration::from_millis(2)
-                    .max(timeout / 1000)
-                    .min(Duration::from_millis(20)),
-            ),
-            Err(source) => {
-                return Err(CommandError::Spawn {
-                    program: name,
-                    source,
-                })
-            }
-        }
-    };
-    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-    if !status.success() {
+    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
+    if !done.status.success() {
         return Err(CommandError::Failed {
             program: name,
-            status: status.to_string(),
+            status: done.status.to_string(),
             stderr: stderr.trim().to_string(),
         });
     }
@@ -187,6 +144,7 @@ pub fn run_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn runs_by_absolute_path_without_a_shell() {

@@ -1,11 +1,14 @@
 //! Slurm plumbing shared by every Lemonade binary.
 //!
 //! * [`hostlist`]: expand and compress Slurm hostlist expressions (`gpu[001-004,010]`).
+//! * [`bounded`]: one program under a deadline that kills its whole process group; every
+//!   command Lemonade runs goes through it.
 //! * [`command`]: Slurm's commands by absolute path, argv only, under a deadline.
 //! * [`reason`]: the reason prefixes we own (`hc:`, `lemon:`) and the 255-byte limit.
 //! * [`sinfo`]: nodes' states and reasons as `sinfo` shows them.
 //! * [`node_name`]: which Slurm node this process runs for.
 
+pub mod bounded;
 pub mod command;
 pub mod hostlist;
 pub mod node_name;
