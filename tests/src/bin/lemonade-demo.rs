@@ -11,6 +11,12 @@
 //! 4. node4 keeps failing jobs with no check firing: `lemon run` drains it;
 //! 5. the reliability report is written as HTML.
 //!
+//! Each step checks what it claims (the reason `sinfo -R` shows, the requeue
+//! in `sacct -D`, the resume, the lemon drain, the report) and the demo ends
+//! with how many claims held; the first that fails stops it, naming the step,
+//! with exit 1. `scripts/test` runs it, so a demo that tells a story the
+//! code no longer makes true fails CI.
+//!
 //! Ctrl-C stops the cluster and cleans up; `--keep` leaves it running.
 
 use lemonade_tests::cluster::{Cluster, ClusterOptions};
@@ -32,6 +38,31 @@ enum Stop {
 }
 
 type Step = Result<(), Stop>;
+
+/// How many claims the story makes: two in step 2, two in step 3, one each in 4 and 5.
+const CLAIMS: usize = 6;
+
+/// The claims that held so far.
+#[derive(Default)]
+struct Claims {
+    held: usize,
+}
+
+impl Claims {
+    /// Checks one claim of `step`: prints it held, or stops the demo naming it.
+    fn check(&mut self, step: &str, claim: &str, held: Result<(), String>) -> Step {
+        match held {
+            Ok(()) => {
+                self.held += 1;
+                println!("\u{2713} {claim}");
+                Ok(())
+            }
+            Err(why) => Err(Stop::Failed(format!(
+                "step {step}: the claim \"{claim}\" did not hold: {why}"
+            ))),
+        }
+    }
+}
 
 fn main() {
     let keep = std::env::args().any(|a| a == "--keep");
@@ -68,11 +99,19 @@ fn main() {
         cluster.dir().display()
     );
 
-    let result = story(&cluster, &bins);
+    let mut claims = Claims::default();
+    let result = story(&cluster, &bins, &mut claims);
     match &result {
-        Ok(()) => heading(&format!("Done in {:.0} s", started.elapsed().as_secs_f64())),
+        Ok(()) => heading(&format!(
+            "Done in {:.0} s: {} of {CLAIMS} claims held",
+            started.elapsed().as_secs_f64(),
+            claims.held
+        )),
         Err(Stop::Interrupted) => eprintln!("\ndemo: interrupted, stopping the cluster"),
-        Err(Stop::Failed(why)) => eprintln!("\ndemo: {why}"),
+        Err(Stop::Failed(why)) => eprintln!(
+            "\ndemo: {why}\ndemo: {} of {CLAIMS} claims held",
+            claims.held
+        ),
     }
     if keep && !matches!(result, Err(Stop::Interrupted)) {
         let stop = cluster.keep();
@@ -116,10 +155,25 @@ fn options(plugin: &Path) -> ClusterOptions {
     options
 }
 
-fn story(c: &Cluster, bins: &Path) -> Step {
+fn story(c: &Cluster, bins: &Path, claims: &mut Claims) -> Step {
     heading("1. A healthy cluster");
     show(c, "sinfo", &["-N", "-o", "%N %T %E"])?;
+    for n in ["node1", "node2", "node3", "node4"] {
+        if state_of(c, n) != "idle" || !reason_of(c, n).is_empty() {
+            return Err(Stop::Failed(format!(
+                "step 1: {n} is {} ({}) before any fault",
+                state_of(c, n),
+                reason_of(c, n)
+            )));
+        }
+    }
+    xid_takes_node2_out(c, claims)?;
+    lost_mount_drains_node3(c, claims)?;
+    lemon_drains_node4(c, bins, claims)?;
+    reliability_report(c, bins, claims)
+}
 
+fn xid_takes_node2_out(c: &Cluster, claims: &mut Claims) -> Step {
     heading("2. node2 logs XID 79 (GPU fell off the bus) while a job runs on it");
     let jobs: Vec<String> = (0..4)
         .map(|_| c.sbatch(&["-N1", "--exclusive", "--requeue", "--wrap", "sleep 15"]))
@@ -136,6 +190,11 @@ fn story(c: &Cluster, bins: &Path) -> Step {
         reason_of(c, "node2").starts_with("hc:")
     })?;
     show(c, "sinfo", &["-R"])?;
+    claims.check(
+        "2",
+        "sinfo -R shows node2 out with reason hc: XID_79 gpu3",
+        listed_with_reason(c, "node2", "hc: XID_79 gpu3"),
+    )?;
     wait(
         &format!("job {victim} to be requeued"),
         Duration::from_secs(60),
@@ -166,10 +225,17 @@ fn story(c: &Cluster, bins: &Path) -> Step {
             "JobID,State,NodeList,Start,End",
         ],
     )?;
+    claims.check(
+        "2",
+        &format!("sacct -D shows job {victim} requeued from node2 and completed on another node"),
+        requeued_elsewhere(c, &victim, "node2"),
+    )?;
     wait("the other jobs to finish", Duration::from_secs(60), || {
         jobs.iter().all(|j| final_state(c, j).is_some())
-    })?;
+    })
+}
 
+fn lost_mount_drains_node3(c: &Cluster, claims: &mut Claims) -> Step {
     heading("3. node3 loses /checkpoint: drained; the mount comes back: resumed");
     c.set_fixture("node3", "mount-missing")
         .map_err(|e| Stop::Failed(e.to_string()))?;
@@ -177,6 +243,11 @@ fn story(c: &Cluster, bins: &Path) -> Step {
         reason_of(c, "node3").starts_with("hc:")
     })?;
     show(c, "sinfo", &["-R"])?;
+    claims.check(
+        "3",
+        "sinfo -R shows node3 drained with reason hc: MOUNT_MISSING /checkpoint",
+        listed_with_reason(c, "node3", "hc: MOUNT_MISSING /checkpoint"),
+    )?;
     println!("the mount is back");
     c.set_fixture("node3", "healthy")
         .map_err(|e| Stop::Failed(e.to_string()))?;
@@ -186,13 +257,26 @@ fn story(c: &Cluster, bins: &Path) -> Step {
         || reason_of(c, "node3").is_empty() && state_of(c, "node3") == "idle",
     )?;
     show(c, "sinfo", &["-N", "-o", "%N %T %E"])?;
+    claims.check(
+        "3",
+        "node3 is back in service (idle, no reason) without an administrator",
+        match (state_of(c, "node3").as_str(), reason_of(c, "node3")) {
+            ("idle", r) if r.is_empty() => Ok(()),
+            (state, reason) => Err(format!("node3 is {state} ({reason})")),
+        },
+    )
+}
 
+fn lemon_drains_node4(c: &Cluster, bins: &Path, claims: &mut Claims) -> Step {
     heading("4. node4 keeps failing jobs, and no check fires");
     let mut ids = Vec::new();
+    // The healthy nodes run jobs for a while, as a fleet does: the fleet's
+    // background must be node time, not two `true`s of a second each, or
+    // whether node4 stands out hangs on how sacct rounds seconds.
     for (node, script, count) in [
         ("node4", "kill -BUS $$", 5),
-        ("node1", "true", 4),
-        ("node3", "true", 4),
+        ("node1", "sleep 10", 4),
+        ("node3", "sleep 10", 4),
     ] {
         for _ in 0..count {
             ids.push(
@@ -201,27 +285,27 @@ fn story(c: &Cluster, bins: &Path) -> Step {
             );
         }
     }
-    wait("the jobs to finish", Duration::from_secs(120), || {
-        ids.iter().all(|j| final_state(c, j).is_some())
-    })?;
-    let lemon_db = c.dir().join("lemon.db");
-    let lemon = |args: &[&str]| {
-        let mut cmd = Command::new(bins.join("lemon"));
-        cmd.arg("--config")
-            .arg(c.config_path())
-            .arg("--db")
-            .arg(&lemon_db)
-            .args(args);
-        cmd.env("SLURM_CONF", c.slurm_conf());
-        cmd
-    };
+    wait(
+        "every job to be finished in accounting",
+        Duration::from_secs(180),
+        || ids.iter().all(|j| final_state(c, j).is_some()),
+    )?;
+    let lemon = lemon_command(c, bins);
     run_shown("lemon run", lemon(&["run"]))?;
     show(c, "sinfo", &["-R"])?;
-    run_shown("lemon report", lemon(&["report"]))?;
+    claims.check(
+        "4",
+        "sinfo -R shows node4 drained by lemon (reason lemon: ...)",
+        listed_with_reason(c, "node4", "lemon: "),
+    )?;
+    run_shown("lemon report", lemon(&["report"]))
+}
 
+fn reliability_report(c: &Cluster, bins: &Path, claims: &mut Claims) -> Step {
     heading("5. The cluster reliability report");
     let html = c.dir().join("reliability.html");
     let html_arg = html.display().to_string();
+    let lemon = lemon_command(c, bins);
     run_shown(
         "lemon report --reliability --format html",
         lemon(&[
@@ -234,7 +318,66 @@ fn story(c: &Cluster, bins: &Path) -> Step {
         ]),
     )?;
     println!("written to {}", html.display());
-    Ok(())
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
+    claims.check(
+        "5",
+        "the reliability report is written, with its outcomes and node4 on the lemon list",
+        if !page.contains("<h2>Job outcomes</h2>") {
+            Err(format!("{} has no job outcomes section", html.display()))
+        } else if !page.contains("node4") {
+            Err(format!("{} does not name node4", html.display()))
+        } else {
+            Ok(())
+        },
+    )
+}
+
+/// `lemon ARGS` against the demo cluster's config and its own lemon.db.
+fn lemon_command<'a>(c: &'a Cluster, bins: &'a Path) -> impl Fn(&[&str]) -> Command + 'a {
+    move |args| {
+        let mut cmd = Command::new(bins.join("lemon"));
+        cmd.arg("--config")
+            .arg(c.config_path())
+            .arg("--db")
+            .arg(c.dir().join("lemon.db"))
+            .args(args);
+        cmd.env("SLURM_CONF", c.slurm_conf());
+        cmd
+    }
+}
+
+/// `sinfo -R` lists `node` with a reason that starts with `reason`.
+fn listed_with_reason(c: &Cluster, node: &str, reason: &str) -> Result<(), String> {
+    let listed = c.run("sinfo", &["-R", "-h", "-N", "-o", "%N|%E"])?;
+    if listed.lines().any(|l| {
+        l.split_once('|')
+            .is_some_and(|(n, r)| n == node && r.starts_with(reason))
+    }) {
+        Ok(())
+    } else {
+        Err(format!("sinfo -R lists:\n{listed}"))
+    }
+}
+
+/// `sacct -D` shows a run of `job` on `node` that did not complete, and a
+/// completed run on another node.
+fn requeued_elsewhere(c: &Cluster, job: &str, node: &str) -> Result<(), String> {
+    let runs = c.run(
+        "sacct",
+        &["-X", "-D", "-n", "-P", "-j", job, "-o", "State,NodeList"],
+    )?;
+    let rows: Vec<(&str, &str)> = runs.lines().filter_map(|l| l.split_once('|')).collect();
+    let left = rows
+        .iter()
+        .any(|(state, n)| *n == node && !state.starts_with("COMPLETED"));
+    let completed = rows
+        .iter()
+        .any(|(state, n)| *n != node && state.starts_with("COMPLETED"));
+    if left && completed {
+        Ok(())
+    } else {
+        Err(format!("sacct -D shows:\n{runs}"))
+    }
 }
 
 fn heading(text: &str) {
