@@ -69,6 +69,38 @@ fn main() {
     }
     let last_now = start + (runs as i64 - 1) * INTERVAL_S;
     summarise(&walls, wal_peak, &store, last_now, runs);
+    side_by_side(&bin, state_dir(&store), &root, &config, last_now);
+}
+
+/// The slowdown again, immune to the machine's load changing over the
+/// soak: 100 runs on the soaked database alternate with 100 on a young one
+/// (100 runs old), at the same moments.
+fn side_by_side(bin: &Path, dir: &Path, root: &Path, soaked: &Path, last_now: i64) {
+    let young_store = dir.join("young.db");
+    let young = write_config(dir, &young_store);
+    let young_start = last_now - 200 * INTERVAL_S;
+    for i in 0..100 {
+        run_once(bin, &young, root, young_start + i * INTERVAL_S);
+    }
+    let (mut old_walls, mut young_walls) = (Vec::new(), Vec::new());
+    for i in 1..=100 {
+        old_walls.push(run_once(bin, soaked, root, last_now + i * INTERVAL_S).wall);
+        young_walls.push(run_once(bin, &young, root, young_start + (100 + i) * INTERVAL_S).wall);
+    }
+    let (old, young) = (median(&old_walls), median(&young_walls));
+    let ratio = old.as_secs_f64() / young.as_secs_f64();
+    println!(
+        "side by side, 100 runs each: soaked database {:.2} ms, a young one {:.2} ms: {ratio:.2}x (limit {SLOWDOWN_LIMIT}x: {})",
+        old.as_secs_f64() * 1e3,
+        young.as_secs_f64() * 1e3,
+        verdict(ratio <= SLOWDOWN_LIMIT)
+    );
+}
+
+fn state_dir(store: &Path) -> &Path {
+    store
+        .parent()
+        .expect("the store is in the bench's directory")
 }
 
 fn run_once(bin: &Path, config: &Path, root: &Path, now: i64) -> Sample {
@@ -156,16 +188,18 @@ fn file_size(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
-/// The fixture's config with the store, the spool and the fake NVML in this run's directory.
+/// The fixture's config with the store, its own spool and the fake NVML in
+/// this run's directory, named after the store (`node.toml`, `young.toml`).
 fn write_config(dir: &Path, store: &Path) -> std::path::PathBuf {
+    let name = store.file_stem().and_then(|s| s.to_str()).unwrap_or("node");
     let mut config = std::fs::read_to_string(fixture::node_config()).expect("fixture config");
     config.push_str(&format!(
         "\n[[node]]\nhosts = \"{NODE}\"\nstore.path = \"{}\"\nspool.dir = \"{}\"\nchecks.gpu.library_path = \"{}\"\n",
         store.display(),
-        dir.join("spool").display(),
+        dir.join(format!("spool-{name}")).display(),
         fake_nvml::library().display()
     ));
-    let path = dir.join("lemonade.toml");
+    let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config).expect("write config");
     path
 }
