@@ -44,13 +44,16 @@ pub fn render(report: &ReliabilityReport, format: Format) -> Result<String, Reli
 }
 
 /// A quantity for people: three significant digits at most, whole numbers
-/// from 100 on, and powers of ten only below one in a thousand (`6.9e-4`).
+/// from 100 on (grouped by thousands from 10,000), and powers of ten only
+/// below one in a thousand (`6.9e-4`).
 pub fn significant(v: f64) -> String {
     let a = v.abs();
     if !v.is_finite() {
         "∞".into()
     } else if a == 0.0 {
         "0".into()
+    } else if a >= 10_000.0 {
+        thousands(&format!("{v:.0}"))
     } else if a >= 100.0 {
         format!("{v:.0}")
     } else if a < 1e-3 {
@@ -64,6 +67,19 @@ pub fn significant(v: f64) -> String {
             s
         }
     }
+}
+
+/// `1477259995` as `1,477,259,995`.
+fn thousands(digits: &str) -> String {
+    let (sign, digits) = digits.split_at(usize::from(digits.starts_with('-')));
+    let mut out = String::from(sign);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A failure rate per 1000 node-days: two decimals, as the paper prints
@@ -190,6 +206,8 @@ mod tests {
         assert_eq!(significant(12.34), "12.3");
         assert_eq!(significant(2.0), "2");
         assert_eq!(significant(100.0), "100");
+        assert_eq!(significant(7_734_130.6), "7,734,131");
+        assert_eq!(significant(-12_345.0), "-12,345");
         assert_eq!(significant(0.000_42), "4.2e-4");
         assert_eq!(significant(f64::INFINITY), "∞");
     }
