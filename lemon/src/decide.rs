@@ -343,17 +343,24 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
     }
 }
 
+/// Below this a probability is shown as a bound (`< 1e-12`): double
+/// precision holds nothing meaningful that small, and `0e0` reads as
+/// "impossible".
+pub const P_FLOOR: f64 = 1e-12;
+
 /// The Slurm reason of a lemon drain: the failure count and window first, so
 /// that `sinfo -R`'s 20 characters show it (`lemon: 6 fails/28d`), then the rules.
 pub fn reason(v: &Verdict, window_days: u32) -> String {
-    let mut r = format!("lemon: {} fails/{}d", v.signals.fails(), window_days);
-    if v.poisson_tripped {
+    let mut r = format!("{} fails/{}d", v.signals.fails(), window_days);
+    if v.poisson_tripped && v.p_value < P_FLOOR {
+        r.push_str(" p<1e-12");
+    } else if v.poisson_tripped {
         r.push_str(&format!(" p={:.0e}", v.p_value));
     }
     for t in &v.tripped {
         r.push_str(&format!(" {}={}", t.signal.short(), fmt_value(t.value)));
     }
-    lemonade_slurm::reason::truncate(&r)
+    lemonade_slurm::reason::lemon(&r)
 }
 
 /// A signal value as reports print it: integers without decimals.
@@ -413,6 +420,22 @@ mod tests {
         let v = &scores.verdicts[0];
         assert!(v.poisson_tripped);
         assert!(reason(v, 28).starts_with("lemon: 6 fails/28d"));
+    }
+
+    #[test]
+    fn a_drain_reason_never_says_p_is_zero() {
+        let mut nodes: Vec<NodeSignals> = (0..1000)
+            .map(|i| node(&format!("n{i:04}"), u32::from(i % 200 == 0), 1, 28.0))
+            .collect();
+        nodes.push(node("lemon1", 6, 5, 28.0));
+        let scores = decide(fleet(nodes), &LemonSettings::default());
+        let mut v = scores.verdicts[0].clone();
+        assert!(v.poisson_tripped);
+        v.p_value = 0.0;
+        let r = reason(&v, 28);
+        assert!(r.contains(" p<1e-12"), "{r}");
+        v.p_value = 3.2e-5;
+        assert!(reason(&v, 28).contains(" p=3e-5"), "{}", reason(&v, 28));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use crate::act::ActReport;
 use crate::cli::Format;
 use crate::db;
-use crate::decide::{fmt_value, Scores, Verdict};
+use crate::decide::{fmt_value, Scores, Verdict, P_FLOOR};
 use crate::error::Result;
 use crate::ingest::IngestReport;
 use crate::reliability::render::significant;
@@ -454,10 +454,6 @@ fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
         );
     }
 }
-
-/// Below this a probability is printed as a bound: double precision holds
-/// nothing meaningful that small, and `0.00e0` reads as "impossible".
-const P_FLOOR: f64 = 1e-12;
 
 /// A probability for people: `< 1e-12`, `3.1e-5`, `0.042`, `0.98`.
 fn p_text(p: f64) -> String {
