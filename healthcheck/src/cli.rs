@@ -190,19 +190,23 @@ pub fn parse_since(
     let t = text.trim();
     if let Some(unit) = t.chars().last().filter(|c| c.is_ascii_alphabetic()) {
         if let Ok(n) = t[..t.len() - 1].parse::<i64>() {
-            let seconds = match unit {
-                's' => n,
-                'm' => n * 60,
-                'h' => n * 3600,
-                'd' => n * 86_400,
-                'w' => n * 7 * 86_400,
+            let per_unit = match unit {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86_400,
+                'w' => 7 * 86_400,
                 _ => {
                     return Err(format!(
                         "--since `{t}`: unknown unit `{unit}` (use s, m, h, d or w)"
                     ))
                 }
             };
-            return Ok(now - chrono::Duration::seconds(seconds));
+            return n
+                .checked_mul(per_unit)
+                .and_then(chrono::Duration::try_seconds)
+                .and_then(|span| now.checked_sub_signed(span))
+                .ok_or_else(|| format!("--since `{t}`: further back than a date can be"));
         }
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
@@ -217,6 +221,26 @@ pub fn parse_since(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_too_large_for_a_date_is_an_error_not_a_panic() {
+        let now = chrono::Utc::now();
+        for huge in [
+            "9223372036854775807d",
+            "999999999999w",
+            "-9223372036854775807s",
+        ] {
+            let err = parse_since(huge, now).unwrap_err();
+            assert!(
+                err.contains("further back than a date can be"),
+                "{huge}: {err}"
+            );
+        }
+        assert_eq!(
+            parse_since("2d", now).unwrap(),
+            now - chrono::Duration::days(2)
+        );
+    }
 
     fn words(text: &str) -> Vec<String> {
         text.split_whitespace().map(String::from).collect()

@@ -291,13 +291,25 @@ fn one_kernel_log_pass_serves_xids_and_host_errors_and_the_cursor_keeps_them() {
 #[test]
 fn kernel_log_matchers_can_be_turned_off() {
     let node = fixture::node("kmsg-mce");
-    let mut config = config();
-    config.checks.xid.kernel_log.enabled = false;
-    let ctx = CheckContext::standalone(
-        node.root(),
-        config,
-        chrono::DateTime::from_timestamp(T0, 0).unwrap(),
+    let run = |enabled: bool| {
+        let mut config = config();
+        config.checks.xid.kernel_log.enabled = enabled;
+        let ctx = CheckContext::standalone(
+            node.root(),
+            config,
+            chrono::DateTime::from_timestamp(T0, 0).unwrap(),
+        );
+        check("xid").run(&ctx).expect("xid runs").findings
+    };
+    let on = run(true);
+    assert!(
+        !problems(&on).is_empty(),
+        "the fixture's MCE is found while the matchers are on: {on:#?}"
     );
-    let out = check("xid").run(&ctx).expect("xid runs");
-    assert!(problems(&out.findings).is_empty(), "{:#?}", out.findings);
+    let off = run(false);
+    assert!(problems(&off).is_empty(), "{off:#?}");
+    assert!(
+        !off.is_empty() && off.iter().all(|f| f.check == "xid"),
+        "the XID check still ran and reported: {off:#?}"
+    );
 }

@@ -57,6 +57,12 @@ fn healthy_node_is_all_ok_with_its_recorded_statfs_results() {
     let node = fixture::node("healthy");
     let findings = run(&node, &config());
     assert!(problems(&findings).is_empty(), "{findings:#?}");
+    let entities: Vec<&str> = findings.iter().map(|f| f.entity.as_str()).collect();
+    assert_eq!(
+        entities,
+        ["/home", "/checkpoint", "/apps", "/datasets", "/scratch"],
+        "every expected mount was judged"
+    );
 }
 
 #[test]

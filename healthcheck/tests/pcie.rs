@@ -116,6 +116,19 @@ fn a_lower_max_is_caught_only_by_the_config_expectation() {
     }
     let (findings, _) = run(&node, &config, None, T0);
     assert!(problems(&findings).is_empty(), "{findings:#?}");
+    assert!(
+        findings.iter().any(|f| f.entity == "0000:ab:00.0"),
+        "the degraded device was judged (and found as it is expected to be): {findings:#?}"
+    );
+    let (with_expectation, _) = run(&node, &self::config(), None, T0);
+    assert_eq!(
+        problems(&with_expectation)
+            .iter()
+            .map(|f| (f.code.as_str(), f.entity.as_str()))
+            .collect::<Vec<_>>(),
+        [("PCIE_SPEED_DEGRADED", "0000:ab:00.0")],
+        "the config's expected speed catches it"
+    );
 }
 
 #[test]

@@ -50,8 +50,15 @@ mod tests {
             (CPU_OFFLINE, Severity::Drain)
         );
         assert!(low[0].message.contains("0-111"));
-        assert!(evaluate(&data(224), &s)[0].is_ok());
-        assert!(evaluate(&data(256), &s)[0].is_ok());
+        for online in [224, 256] {
+            let found = evaluate(&data(online), &s);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(found[0].is_ok(), "{online} online: {found:?}");
+            assert_eq!(
+                (found[0].check.as_str(), found[0].entity.as_str()),
+                (NAME, "cpus")
+            );
+        }
     }
 
     #[test]
