@@ -46,7 +46,7 @@ fn main() {
 
     let start = chrono::Utc::now().timestamp() - runs as i64 * INTERVAL_S;
     let mut walls = Vec::with_capacity(runs);
-    let mut wal_peak = 0;
+    let (mut wal_peak, mut wal_before, mut emptying) = (0, 0, Vec::new());
     for i in 0..runs {
         let now = start + i as i64 * INTERVAL_S;
         let sample = run_once(&bin, &config, &root, now);
@@ -56,7 +56,13 @@ fn main() {
             sample.exit_code
         );
         walls.push(sample.wall);
-        wal_peak = wal_peak.max(file_size(&wal_of(&store)));
+        let wal = file_size(&wal_of(&store));
+        // The log shrank: this run checkpointed it.
+        if wal < wal_before {
+            emptying.push(sample.wall);
+        }
+        wal_before = wal;
+        wal_peak = wal_peak.max(wal);
         if (i + 1) % 1000 == 0 {
             println!(
                 "  {:>6} runs: median of the last 1000 {:>6.2} ms, WAL {:>6.2} MB, database {:>6.2} MB",
@@ -69,6 +75,15 @@ fn main() {
     }
     let last_now = start + (runs as i64 - 1) * INTERVAL_S;
     summarise(&walls, wal_peak, &store, last_now, runs);
+    if !emptying.is_empty() {
+        println!(
+            "{} runs emptied the log (one in {}): their median {:.2} ms, against {:.2} ms for all",
+            emptying.len(),
+            runs / emptying.len(),
+            median(&emptying).as_secs_f64() * 1e3,
+            median(&walls).as_secs_f64() * 1e3
+        );
+    }
     side_by_side(&bin, state_dir(&store), &root, &config, last_now);
 }
 
