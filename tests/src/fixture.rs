@@ -137,15 +137,23 @@ fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
         let src = entry.path();
         let dst = to.join(&name);
         let kind = entry.file_type()?;
-        if kind.is_symlink() {
-            let target = std::fs::read_link(&src)?;
-            let _ = std::fs::remove_file(&dst);
-            std::os::unix::fs::symlink(target, &dst)?;
-        } else if kind.is_dir() {
+        if kind.is_dir() {
             copy_tree(&src, &dst)?;
-        } else {
-            std::fs::copy(&src, &dst)?;
+            continue;
         }
+        // A running cluster's checks read the tree while a test changes it
+        // (`Cluster::set_fixture`): each file and link appears whole, by
+        // rename, never truncated or missing halfway (an empty `comm` read
+        // as a missing service once drained the demo's node3 for the wrong
+        // reason).
+        let staged = to.join(format!(".{}.lemonade-new", name.to_string_lossy()));
+        if kind.is_symlink() {
+            let _ = std::fs::remove_file(&staged);
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &staged)?;
+        } else {
+            std::fs::copy(&src, &staged)?;
+        }
+        std::fs::rename(&staged, &dst)?;
     }
     Ok(())
 }
