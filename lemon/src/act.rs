@@ -11,11 +11,13 @@
 //!   are drained and the rest are reported, and the run exits with an error.
 //! * A failed or stale ingest drains nothing.
 //! * `--dry-run` prints the scontrol argv and records only `would_drain`.
+//! * The drain itself is [`lemonade_slurm::node_state`]'s, the one writer of node states.
 
 use crate::db::{self, NodeIds};
 use crate::decide::{self, Scores, Verdict};
 use crate::error::{LemonError, Result};
 use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::node_state::{NodeWriter, StateCommand, StateWrite};
 use lemonade_slurm::sinfo;
 use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
@@ -134,18 +136,13 @@ pub fn act(
         })?
         .nodes;
     report.breaker_cap = breaker_cap(states.len(), p.max_drain_fraction, p.max_drains_per_run);
+    let writer = NodeWriter::new(p.slurm, p.dry_run);
     let mut drained = 0usize;
     for v in flagged {
         let node = &v.signals.node;
         let reason = decide::reason(v, p.window_days);
-        let args_owned = [
-            "update".to_string(),
-            format!("NodeName={node}"),
-            "State=DRAIN".to_string(),
-            format!("Reason={reason}"),
-        ];
-        let args: Vec<&str> = args_owned.iter().map(String::as_str).collect();
-        let command = p.slurm.display("scontrol", &args);
+        let drain_node = StateCommand::drain(node, &reason);
+        let command = writer.shown(&drain_node);
         let mut out = Outcome {
             node: node.clone(),
             action: Action::KnownLemon,
@@ -170,27 +167,27 @@ pub fn act(
                 report.breaker_cap
             );
             report.breaker_tripped = true;
-        } else if p.dry_run {
-            out.action = Action::WouldDrain;
-            out.command = Some(command);
-            drained += 1;
         } else {
             out.command = Some(command);
-            match p.slurm.run("scontrol", &args) {
-                Ok(_) => {
-                    out.action = Action::Drained;
-                    drained += 1;
-                }
-                Err(e) => {
-                    out.action = Action::DrainFailed;
-                    out.detail = e.to_string();
-                }
+            (out.action, out.detail) = drain(&writer, &drain_node);
+            if out.action != Action::DrainFailed {
+                drained += 1;
             }
         }
         record(conn, v, &out, p)?;
         report.outcomes.push(out);
     }
     Ok(report)
+}
+
+/// Drains one node through the one writer (only shown in a dry run): what
+/// that became, and why when it failed.
+fn drain(writer: &NodeWriter, command: &StateCommand) -> (Action, String) {
+    match writer.apply(command) {
+        StateWrite::DryRun { .. } => (Action::WouldDrain, String::new()),
+        StateWrite::Applied { .. } => (Action::Drained, String::new()),
+        StateWrite::Failed { error, .. } => (Action::DrainFailed, error.to_string()),
+    }
 }
 
 /// Writes a decision, skipping repeats of the node's last decision so that

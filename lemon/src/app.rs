@@ -15,6 +15,7 @@ use crate::report::{self, Report};
 use crate::signals::{self, SignalParams};
 use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::node_state::{NodeWriter, StateCommand};
 use lemonade_sql::lock::RunLock;
 use lemonade_sql::rusqlite::Connection;
 use lemonade_sql::wal;
@@ -280,10 +281,8 @@ fn release_cmd(ctx: &Ctx, args: &ReleaseArgs) -> Result<u8> {
         "{}: released; its history before now no longer counts. lemon does not resume nodes: \
          when it is repaired, run {}",
         args.node,
-        ctx.slurm.display(
-            "scontrol",
-            &["update", &format!("NodeName={}", args.node), "State=RESUME"]
-        )
+        // Shown, never run: resuming is the administrator's call.
+        NodeWriter::new(&ctx.slurm, true).shown(&StateCommand::resume(&args.node))
     );
     Ok(EXIT_OK)
 }

@@ -351,7 +351,7 @@ pub const P_FLOOR: f64 = 1e-12;
 /// The Slurm reason of a lemon drain: the failure count and window first, so
 /// that `sinfo -R`'s 20 characters show it (`lemon: 6 fails/28d`), then the rules.
 pub fn reason(v: &Verdict, window_days: u32) -> String {
-    let mut r = format!("lemon: {} fails/{}d", v.signals.fails(), window_days);
+    let mut r = format!("{} fails/{}d", v.signals.fails(), window_days);
     if v.poisson_tripped && v.p_value < P_FLOOR {
         r.push_str(" p<1e-12");
     } else if v.poisson_tripped {
@@ -360,7 +360,7 @@ pub fn reason(v: &Verdict, window_days: u32) -> String {
     for t in &v.tripped {
         r.push_str(&format!(" {}={}", t.signal.short(), fmt_value(t.value)));
     }
-    lemonade_slurm::reason::truncate(&r)
+    lemonade_slurm::reason::lemon(&r)
 }
 
 /// A signal value as reports print it: integers without decimals.

@@ -598,17 +598,9 @@ fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
 /// The category of a node event's reason: from the code of ours
 /// (`hc: XID_79 gpu3` is `xid`), `slurm` for Slurm's own.
 fn event_category(why: &str) -> String {
-    match reason::owner(why) {
-        ReasonOwner::HealthCheck => {
-            let code = why
-                .trim()
-                .strip_prefix(reason::HEALTHCHECK_PREFIX)
-                .unwrap_or(why)
-                .split_whitespace()
-                .next()
-                .unwrap_or("");
-            attribute::category_of_code(code)
-        }
+    let parsed = reason::parse(why);
+    match parsed.owner {
+        ReasonOwner::HealthCheck => attribute::category_of_code(parsed.code.unwrap_or("")),
         _ => attribute::SLURM_CATEGORY.into(),
     }
 }
@@ -730,6 +722,25 @@ mod tests {
     use crate::ingest;
     use lemonade_spool::{Body, Record};
     use std::time::Duration;
+
+    #[test]
+    fn a_node_event_is_of_the_category_of_the_code_our_reason_names() {
+        assert_eq!(event_category("hc: XID_79 gpu3"), "xid");
+        assert_eq!(
+            event_category("hc: ECC_VOLATILE_UNCORRECTED gpu1 reboot"),
+            "ecc"
+        );
+        assert_eq!(
+            event_category("  hc: MOUNT_HUNG /checkpoint; +1: XID_79 gpu0"),
+            "mounts"
+        );
+        assert_eq!(event_category("hc:"), "unknown");
+        assert_eq!(event_category("Not responding"), attribute::SLURM_CATEGORY);
+        assert_eq!(
+            event_category("lemon: 5 fails/28d"),
+            attribute::SLURM_CATEGORY
+        );
+    }
 
     /// A failed task exit of `job` on `node`, at `at_ms` (None: an older
     /// node that sent only the seconds `at`).

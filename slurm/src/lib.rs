@@ -4,7 +4,10 @@
 //! * [`bounded`]: one program under a deadline that kills its whole process group; every
 //!   command Lemonade runs goes through it.
 //! * [`command`]: Slurm's commands by absolute path, argv only, under a deadline.
-//! * [`reason`]: the reason prefixes we own (`hc:`, `lemon:`) and the 255-byte limit.
+//! * [`reason`]: the reasons we set (`hc: CODE entity [remark]`, `lemon: ...`): their
+//!   format, their parse, and who owns a reason.
+//! * [`node_state`]: the one writer of node states (drain, down, resume, requeue,
+//!   reboot), with dry run.
 //! * [`sinfo`]: nodes' states and reasons as `sinfo` shows them.
 //! * [`node_name`]: which Slurm node this process runs for.
 
@@ -12,5 +15,6 @@ pub mod bounded;
 pub mod command;
 pub mod hostlist;
 pub mod node_name;
+pub mod node_state;
 pub mod reason;
 pub mod sinfo;

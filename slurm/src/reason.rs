@@ -1,4 +1,6 @@
-//! Node reasons that Lemonade sets, and how to recognise them.
+//! Node reasons that Lemonade sets: their format, how to read them back,
+//! and how to recognise them. Format and parse sit together so that a
+//! change to one is a change to the other.
 //!
 //! Every reason we set starts with our prefix, so we can tell it from an
 //! administrator's reason and never overwrite or clear the latter.
@@ -75,6 +77,133 @@ pub fn truncate(reason: &str) -> String {
     reason[..end].to_string()
 }
 
+/// What the remediation adds to our reason, after a space
+/// (`hc: XID_48 gpu3 human needed`): what is under way, or why a human is called.
+pub const REMARKS: &[&str] = &["reset", "reboot", "human needed", "reboot did not help"];
+
+/// One cause a health-check reason names: a finding's code and entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cause<'a> {
+    pub code: &'a str,
+    /// `gpu3`, `mlx5_2:1`, `/scratch`; empty or `node` for the whole node.
+    pub entity: &'a str,
+}
+
+impl Cause<'_> {
+    /// `XID_79 gpu3`, or `XID_79` alone for the whole node.
+    fn words(&self) -> String {
+        if self.entity.is_empty() || self.entity == "node" {
+            self.code.to_string()
+        } else {
+            format!("{} {}", self.code, self.entity)
+        }
+    }
+}
+
+/// `hc: XID_79 gpu3`, then `; +N: CODE entity, ...` for the other causes
+/// (most important first: `sinfo -R` shows 20 characters), within
+/// [`MAX_REASON_BYTES`].
+pub fn healthcheck(causes: &[Cause]) -> String {
+    let Some(first) = causes.first() else {
+        return HEALTHCHECK_PREFIX.to_string();
+    };
+    let mut s = format!("{HEALTHCHECK_PREFIX} {}", first.words());
+    let rest: Vec<String> = causes[1..]
+        .iter()
+        .map(Cause::words)
+        .filter(|w| !s.contains(w.as_str()))
+        .collect();
+    if !rest.is_empty() {
+        s.push_str(&format!("; +{}: {}", rest.len(), rest.join(", ")));
+    }
+    truncate(&s)
+}
+
+/// `lemon: 5 fails/28d ...` from the words after the prefix, within [`MAX_REASON_BYTES`].
+pub fn lemon(words: &str) -> String {
+    truncate(&format!("{LEMON_PREFIX} {words}"))
+}
+
+/// Our reason with one of [`REMARKS`] after it (`hc: XID_48 gpu3 reboot`).
+/// Not cut: the reason before the remark must stay whole for
+/// [`is_ours_remarked`] to recognise it.
+pub fn with_remark(reason: &str, remark: &str) -> String {
+    format!("{reason} {remark}")
+}
+
+/// True when `current` is `reason`, or `reason` with one of [`REMARKS`]
+/// after it (`hc: XID_48 gpu3 human needed`).
+pub fn is_ours_remarked(current: &str, reason: &str) -> bool {
+    match current.strip_prefix(reason) {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix(' ')
+            .is_some_and(|remark| REMARKS.contains(&remark)),
+        None => false,
+    }
+}
+
+/// A reason read back: who set it and, for ours, what it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parsed<'a> {
+    pub owner: ReasonOwner,
+    /// The first cause's code (`XID_79`); health-check reasons only.
+    pub code: Option<&'a str>,
+    /// The first cause's entity (`gpu3`); none for a whole-node cause.
+    pub entity: Option<&'a str>,
+    /// The remediation's remark at the end (`reboot`), one of [`REMARKS`].
+    pub remark: Option<&'a str>,
+    /// The words after our prefix (`5 fails/28d` of a lemon reason); the
+    /// whole reason when it is not ours.
+    pub body: &'a str,
+}
+
+/// Reads a reason back: the one place that knows how [`healthcheck`],
+/// [`lemon`] and [`with_remark`] lay their words out.
+pub fn parse(reason: &str) -> Parsed<'_> {
+    let r = reason.trim();
+    let owner = owner(r);
+    let body = match owner {
+        ReasonOwner::HealthCheck => &r[HEALTHCHECK_PREFIX.len()..],
+        ReasonOwner::Lemon => &r[LEMON_PREFIX.len()..],
+        _ => r,
+    }
+    .trim_start();
+    let mut parsed = Parsed {
+        owner,
+        code: None,
+        entity: None,
+        remark: None,
+        body,
+    };
+    if owner != ReasonOwner::HealthCheck {
+        return parsed;
+    }
+    // The longest remark first: `reboot did not help` also ends in words of `reboot`'s.
+    let mut by_length = REMARKS.to_vec();
+    by_length.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    let mut head = body;
+    if let Some(m) = by_length
+        .iter()
+        .find(|m| body.strip_suffix(**m).is_some_and(|b| b.ends_with(' ')))
+    {
+        parsed.remark = Some(m);
+        head = body[..body.len() - m.len()].trim_end();
+    }
+    let mut words = head.split_whitespace();
+    parsed.code = words.next().map(|c| c.trim_end_matches(';'));
+    parsed.entity = words
+        .next()
+        .filter(|w| !w.starts_with('+') && !w.is_empty() && *w != ";")
+        .map(|e| e.trim_end_matches(';'));
+    parsed
+}
+
+/// The code a reason of ours names first (`XID_79` in `hc: XID_79 gpu3`).
+pub fn code_of(reason: &str) -> Option<&str> {
+    parse(reason).code
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +224,106 @@ mod tests {
         let cut = truncate(&long);
         assert!(cut.len() <= MAX_REASON_BYTES);
         assert!(cut.chars().all(|c| c == 'é'));
+    }
+    fn cause<'a>(code: &'a str, entity: &'a str) -> Cause<'a> {
+        Cause { code, entity }
+    }
+
+    #[test]
+    fn a_healthcheck_reason_puts_its_first_cause_within_twenty_chars() {
+        let r = healthcheck(&[
+            cause("XID_79", "gpu3"),
+            cause("MOUNT_MISSING", "/scratch"),
+            cause("XID_79", "gpu3"),
+        ]);
+        assert_eq!(r, "hc: XID_79 gpu3; +1: MOUNT_MISSING /scratch");
+        assert!(r[..20].contains("XID_79 gpu3"));
+        assert_eq!(healthcheck(&[cause("MEM_LOW", "node")]), "hc: MEM_LOW");
+        assert_eq!(healthcheck(&[]), "hc:");
+    }
+
+    #[test]
+    fn a_reason_of_many_causes_stays_under_255_bytes() {
+        let names: Vec<String> = (0..100).map(|i| format!("mlx5_{i}:1")).collect();
+        let causes: Vec<Cause> = names.iter().map(|e| cause("IB_LINK_DOWN", e)).collect();
+        let r = healthcheck(&causes);
+        assert!(r.len() < 255, "{}", r.len());
+        assert!(r.starts_with("hc: IB_LINK_DOWN mlx5_0:1"), "{r}");
+        assert!(lemon(&"x".repeat(400)).len() < 255);
+    }
+
+    #[test]
+    fn a_healthcheck_reason_parses_back_to_its_code_entity_and_remark() {
+        for (code, entity) in [
+            ("XID_79", "gpu3"),
+            ("MOUNT_HUNG", "/checkpoint"),
+            ("IB_PORT_DOWN", "mlx5_2:1"),
+        ] {
+            let r = healthcheck(&[cause(code, entity), cause("PCIE_WIDTH_DEGRADED", "gpu0")]);
+            let p = parse(&r);
+            assert_eq!(p.owner, ReasonOwner::HealthCheck);
+            assert_eq!(
+                (p.code, p.entity, p.remark),
+                (Some(code), Some(entity), None),
+                "{r}"
+            );
+            for remark in REMARKS {
+                let marked = with_remark(&r, remark);
+                let p = parse(&marked);
+                assert_eq!(
+                    (p.code, p.entity, p.remark),
+                    (Some(code), Some(entity), Some(*remark))
+                );
+            }
+        }
+        let marked = with_remark(
+            &healthcheck(&[cause("MEM_LOW", "node")]),
+            "reboot did not help",
+        );
+        let p = parse(&marked);
+        assert_eq!(
+            (p.code, p.entity, p.remark),
+            (Some("MEM_LOW"), None, Some("reboot did not help"))
+        );
+        let two = healthcheck(&[cause("MEM_LOW", ""), cause("XID_79", "gpu1")]);
+        let p = parse(&two);
+        assert_eq!((p.code, p.entity), (Some("MEM_LOW"), None));
+        assert_eq!(code_of("hc: XID_79 gpu3"), Some("XID_79"));
+        assert_eq!(code_of("hc:"), None);
+    }
+
+    #[test]
+    fn a_lemon_reason_parses_back_to_its_words_and_others_are_left_whole() {
+        let r = lemon("5 fails/28d p=1e-4");
+        let p = parse(&r);
+        assert_eq!(p.owner, ReasonOwner::Lemon);
+        assert_eq!(p.body, "5 fails/28d p=1e-4");
+        assert_eq!(p.code, None);
+        let p = parse("bad fan, ticket 42");
+        assert_eq!(p.owner, ReasonOwner::Administrator);
+        assert_eq!((p.body, p.code), ("bad fan, ticket 42", None));
+        assert_eq!(code_of("Not responding"), None);
+    }
+
+    #[test]
+    fn our_reason_with_a_remediation_remark_is_still_that_reason() {
+        assert!(is_ours_remarked("hc: XID_48 gpu3", "hc: XID_48 gpu3"));
+        assert!(is_ours_remarked(
+            "hc: XID_48 gpu3 human needed",
+            "hc: XID_48 gpu3"
+        ));
+        assert!(is_ours_remarked(
+            &with_remark("hc: XID_48 gpu3", "reboot did not help"),
+            "hc: XID_48 gpu3"
+        ));
+        assert!(!is_ours_remarked(
+            "hc: XID_48 gpu3; +1: XID_48 gpu4",
+            "hc: XID_48 gpu3"
+        ));
+        assert!(!is_ours_remarked("hc: XID_48 gpu31", "hc: XID_48 gpu3"));
+        assert!(!is_ours_remarked(
+            "hc: XID_48 gpu3 fixed",
+            "hc: XID_48 gpu3"
+        ));
     }
 }

@@ -31,7 +31,8 @@ use crate::pipeline::session::NodeSession;
 use crate::record::RunReport;
 use lemonade_config::{Config, DownAction, Severity};
 use lemonade_slurm::command::SlurmCommands;
-use lemonade_slurm::reason::{owner, ReasonOwner};
+use lemonade_slurm::node_state::{NodeWriter, OutState, StateCommand, StateWrite};
+use lemonade_slurm::reason::{is_ours_remarked, owner, ReasonOwner};
 use lemonade_slurm::sinfo;
 use lemonade_sql::node::FindingRow;
 use lemonade_sql::node_jobs::{self, StateChangeRow};
@@ -282,23 +283,31 @@ impl Ctx<'_> {
         self.change(action, reason, causes, Outcome::Failed, error);
     }
 
-    /// Runs `scontrol args` (or prints it in dry-run). Returns false on failure.
-    fn scontrol(&mut self, action: &str, reason: &str, causes: &[Cause], args: &[String]) -> bool {
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let shown = self.cmds.display("scontrol", &argv);
-        if self.dry_run {
-            self.result.messages.push(format!("dry-run: {shown}"));
-            self.change(action, reason, causes, Outcome::DryRun, shown);
-            return true;
+    /// Makes a state change through the one writer (or prints it in
+    /// dry-run). Returns false on failure.
+    fn write(
+        &mut self,
+        action: &str,
+        reason: &str,
+        causes: &[Cause],
+        command: &StateCommand,
+    ) -> bool {
+        let writer = NodeWriter::new(self.cmds, self.dry_run);
+        if !self.dry_run {
+            (self.before_slurm)(&writer.shown(command));
         }
-        (self.before_slurm)(&shown);
-        match self.cmds.run("scontrol", &argv) {
-            Ok(_) => {
+        match writer.apply(command) {
+            StateWrite::DryRun { shown } => {
+                self.result.messages.push(format!("dry-run: {shown}"));
+                self.change(action, reason, causes, Outcome::DryRun, shown);
+                true
+            }
+            StateWrite::Applied { shown } => {
                 self.change(action, reason, causes, Outcome::Applied, shown);
                 true
             }
-            Err(e) => {
-                self.slurm_failed(action, reason, causes, e.to_string());
+            StateWrite::Failed { error, .. } => {
+                self.slurm_failed(action, reason, causes, error.to_string());
                 false
             }
         }
@@ -344,7 +353,7 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
     } else {
         current.is_drain() || current.is_down()
     };
-    if state_done && reason::is_ours_remarked(&current.reason, &reason) {
+    if state_done && is_ours_remarked(&current.reason, &reason) {
         // Already out for this very reason (or for it with the remediation's
         // remark, `... human needed`): nothing to tell Slurm again.
         keep_ours(memory, action, &reason, cause_list, ctx.now);
@@ -381,15 +390,15 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
     // back as drained); otherwise `down_action` says how `down` is done.
     let state = if down && (current.is_down() || ctx.config.policy.down_action == DownAction::Down)
     {
-        "DOWN"
+        OutState::Down
     } else {
-        "DRAIN"
+        OutState::Drain
     };
-    let args = slurm::update_args(ctx.node, state, Some(&reason));
-    if !ctx.scontrol(action, &reason, &cause_list, &args) {
+    let command = StateCommand::take_out(ctx.node, state, &reason);
+    if !ctx.write(action, &reason, &cause_list, &command) {
         return;
     }
-    if down && state == "DRAIN" && !current.is_down() {
+    if down && state == OutState::Drain && !current.is_down() {
         requeue_running(ctx, &reason, &cause_list);
     }
     keep_ours(memory, action, &reason, cause_list, ctx.now);
@@ -413,9 +422,9 @@ fn keep_ours(memory: &mut Memory, action: &str, reason: &str, causes: Vec<Cause>
 /// `drain-requeue`: the node is drained; requeue what runs on it.
 fn requeue_running(ctx: &mut Ctx, reason: &str, causes: &[Cause]) {
     if ctx.dry_run {
-        let shown = ctx
-            .cmds
-            .display("scontrol", &["requeue", "<jobs running on node>"]);
+        // Which jobs run is not asked in a dry run: the command shows where they go.
+        let placeholder = StateCommand::requeue(&["<jobs running on node>".into()]);
+        let shown = NodeWriter::new(ctx.cmds, true).shown(&placeholder);
         ctx.result.messages.push(format!("dry-run: {shown}"));
         return;
     }
@@ -427,9 +436,7 @@ fn requeue_running(ctx: &mut Ctx, reason: &str, causes: &[Cause]) {
     if jobs.is_empty() {
         return;
     }
-    let mut args = vec!["requeue".to_string()];
-    args.push(jobs.join(","));
-    ctx.scontrol("requeue", reason, causes, &args);
+    ctx.write("requeue", reason, causes, &StateCommand::requeue(&jobs));
 }
 
 fn maybe_resume(ctx: &mut Ctx, report: &RunReport, memory: &mut Memory) {
@@ -474,8 +481,8 @@ fn maybe_resume(ctx: &mut Ctx, report: &RunReport, memory: &mut Memory) {
         }
         return;
     }
-    let args = slurm::update_args(ctx.node, "RESUME", None);
-    if ctx.scontrol("resume", &ours.reason, &ours.causes, &args) && !ctx.dry_run {
+    let command = StateCommand::resume(ctx.node);
+    if ctx.write("resume", &ours.reason, &ours.causes, &command) && !ctx.dry_run {
         memory.ours = None;
     }
 }

@@ -1,8 +1,10 @@
-//! The reason text we give Slurm: `hc: <CODE> <entity>` first, because
-//! `sinfo -R` shows 20 characters, then the other causes, within 254 bytes.
+//! Which findings our reason names, most severe first. The text itself
+//! (`hc: <CODE> <entity>` first, because `sinfo -R` shows 20 characters,
+//! then the other causes, within 254 bytes) and its parse are
+//! [`lemonade_slurm::reason`]'s.
 
 use crate::finding::Finding;
-use lemonade_slurm::reason::{truncate, HEALTHCHECK_PREFIX};
+use lemonade_slurm::reason;
 
 /// The findings that take the node out, most severe first (`down` before
 /// `drain`, then in the run's order, which is the checks' order).
@@ -16,74 +18,23 @@ pub fn causes(findings: &[Finding]) -> Vec<&Finding> {
     out
 }
 
-/// `hc: XID_79 gpu3`, then `; +N: CODE entity, ...` for the other causes.
+/// `hc: XID_79 gpu3`, then `; +N: CODE entity, ...` for the other causes,
+/// as [`lemonade_slurm::reason::healthcheck`] lays it out.
 pub fn text(causes: &[&Finding]) -> String {
-    let Some(first) = causes.first() else {
-        return HEALTHCHECK_PREFIX.to_string();
-    };
-    let mut s = format!("{HEALTHCHECK_PREFIX} {}", word(first));
-    let rest: Vec<String> = causes[1..]
+    let causes: Vec<reason::Cause> = causes
         .iter()
-        .map(|f| word(f))
-        .filter(|w| !s.contains(w.as_str()))
+        .map(|f| reason::Cause {
+            code: &f.code,
+            entity: &f.entity,
+        })
         .collect();
-    if !rest.is_empty() {
-        s.push_str(&format!("; +{}: {}", rest.len(), rest.join(", ")));
-    }
-    truncate(&s)
-}
-
-fn word(f: &Finding) -> String {
-    if f.entity.is_empty() || f.entity == "node" {
-        f.code.clone()
-    } else {
-        format!("{} {}", f.code, f.entity)
-    }
-}
-
-/// The code a reason of ours names first (`XID_79` in `hc: XID_79 gpu3`).
-pub fn code_of(reason: &str) -> Option<&str> {
-    reason
-        .strip_prefix(HEALTHCHECK_PREFIX)?
-        .split_whitespace()
-        .next()
-        .map(|c| c.trim_end_matches(';'))
-}
-
-/// True when `current` is `reason`, or `reason` with one of the
-/// remediation's remarks after it (`hc: XID_48 gpu3 human needed`).
-pub fn is_ours_remarked(current: &str, reason: &str) -> bool {
-    match current.strip_prefix(reason) {
-        Some("") => true,
-        Some(rest) => rest
-            .strip_prefix(' ')
-            .is_some_and(|remark| crate::repair::plan::REMARKS.contains(&remark)),
-        None => false,
-    }
+    reason::healthcheck(&causes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use lemonade_config::Severity;
-
-    #[test]
-    fn our_reason_with_a_remediation_remark_is_still_that_reason() {
-        assert!(is_ours_remarked("hc: XID_48 gpu3", "hc: XID_48 gpu3"));
-        assert!(is_ours_remarked(
-            "hc: XID_48 gpu3 human needed",
-            "hc: XID_48 gpu3"
-        ));
-        assert!(is_ours_remarked(
-            "hc: XID_48 gpu3 reboot did not help",
-            "hc: XID_48 gpu3"
-        ));
-        assert!(!is_ours_remarked(
-            "hc: XID_48 gpu3; +1: XID_48 gpu4",
-            "hc: XID_48 gpu3"
-        ));
-        assert!(!is_ours_remarked("hc: XID_48 gpu31", "hc: XID_48 gpu3"));
-    }
 
     #[test]
     fn most_severe_first_within_twenty_chars_and_under_255_bytes() {
@@ -97,7 +48,7 @@ mod tests {
         assert!(r.starts_with("hc: XID_79 gpu3"), "{r}");
         assert!(r[..20].contains("XID_79 gpu3"));
         assert!(r.contains("MOUNT_MISSING /scratch"), "{r}");
-        assert_eq!(code_of(&r), Some("XID_79"));
+        assert_eq!(reason::code_of(&r), Some("XID_79"));
 
         let many: Vec<Finding> = (0..100)
             .map(|i| Finding::new("ib", format!("mlx5_{i}:1"), "IB_LINK_DOWN", Severity::Down))

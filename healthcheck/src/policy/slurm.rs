@@ -1,10 +1,11 @@
-//! The Slurm side of the policy: read one node's state and reason (through
-//! [`lemonade_slurm::sinfo`]), count the fleet's reasons for the breaker, and
-//! change the node's state. Every call goes through [`SlurmCommands`]:
+//! The Slurm reads of the policy: count the fleet's reasons for the breaker
+//! and list a node's running jobs. A node's own state comes from
+//! [`lemonade_slurm::sinfo`] and every change of it goes through
+//! [`lemonade_slurm::node_state`]. Every call goes through [`SlurmCommands`]:
 //! absolute path, argv only, under a deadline.
 
 use lemonade_slurm::command::{CommandError, SlurmCommands};
-use lemonade_slurm::reason::HEALTHCHECK_PREFIX;
+use lemonade_slurm::reason;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the breaker saw: nodes of our partitions, and how many of the others
@@ -37,9 +38,9 @@ pub fn parse_fleet(stdout: &str, node: &str, code: &str) -> Fleet {
         .iter()
         .filter(|n| **n != node)
         .filter(|n| {
-            reasons.get(*n).is_some_and(|r| {
-                r.starts_with(HEALTHCHECK_PREFIX) && super::reason::code_of(r) == Some(code)
-            })
+            reasons
+                .get(*n)
+                .is_some_and(|r| reason::code_of(r) == Some(code))
         })
         .count();
     Fleet {
@@ -60,19 +61,6 @@ pub fn partition_peers<'a>(rows: &[(&'a str, &'a str)], node: &str) -> BTreeSet<
         .filter(|nodes| nodes.contains(node))
         .flat_map(|nodes| nodes.iter().copied())
         .collect()
-}
-
-/// The argv of `scontrol update` for a node state with a reason (none for RESUME).
-pub fn update_args(node: &str, state: &str, reason: Option<&str>) -> Vec<String> {
-    let mut args = vec![
-        "update".to_string(),
-        format!("NodeName={node}"),
-        format!("State={state}"),
-    ];
-    if let Some(r) = reason {
-        args.push(format!("Reason={r}"));
-    }
-    args
 }
 
 /// Running job ids on a node (for `drain-requeue`).

@@ -3,7 +3,7 @@
 
 use crate::policy::slurm::partition_peers;
 use lemonade_slurm::command::{CommandError, SlurmCommands};
-use lemonade_slurm::reason::HEALTHCHECK_PREFIX;
+use lemonade_slurm::reason;
 use std::collections::BTreeSet;
 
 /// What the breaker saw.
@@ -50,8 +50,8 @@ pub fn parse(stdout: &str, node: &str) -> Busy {
         let name = name.trim();
         rows.push((name, partition.trim()));
         let reason = parts.next().unwrap_or("").trim();
-        let ours_under_way = reason.starts_with(HEALTHCHECK_PREFIX)
-            && (reason.ends_with(" reboot") || reason.ends_with(" reset"));
+        // Our reason with the remark of a step under way (`hc: XID_79 gpu3 reboot`).
+        let ours_under_way = matches!(reason::parse(reason).remark, Some("reboot" | "reset"));
         if rebooting(state) || ours_under_way {
             busy.insert(name);
         }

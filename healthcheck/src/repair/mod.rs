@@ -34,10 +34,11 @@ use crate::policy::{confirm, slurm, Outcome, PolicyResult, StateChange};
 use crate::record::{RunReport, Trigger};
 use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
-use lemonade_slurm::reason::{owner, ReasonOwner};
+use lemonade_slurm::node_state::{NodeWriter, OutState, StateCommand, StateWrite};
+use lemonade_slurm::reason::{owner, with_remark, ReasonOwner};
 use lemonade_slurm::sinfo;
 use lemonade_sql::node_jobs;
-use plan::{remarked, GpuReset, HandOver, Step};
+use plan::{GpuReset, HandOver, Step};
 use std::time::Duration;
 
 /// Runs the remediation after the policy of a periodic run. Returns the
@@ -133,35 +134,22 @@ impl Ctx<'_> {
         });
     }
 
-    /// Runs a Slurm command (or shows it in dry-run); records a failure.
-    fn slurm(
-        &mut self,
-        action: &str,
-        reason: &str,
-        ours: &Ours,
-        program: &str,
-        args: &[String],
-    ) -> bool {
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let shown = self.cmds.display(program, &argv);
-        if self.dry_run {
-            self.result.messages.push(format!("dry-run: {shown}"));
-            self.change(action, reason, ours, Outcome::DryRun, shown);
-            return true;
-        }
-        match self.cmds.run(program, &argv) {
-            Ok(_) => {
+    /// Makes a state change through the one writer (or shows it in
+    /// dry-run); records a failure.
+    fn write(&mut self, action: &str, reason: &str, ours: &Ours, command: &StateCommand) -> bool {
+        match NodeWriter::new(&self.cmds, self.dry_run).apply(command) {
+            StateWrite::DryRun { shown } => {
+                self.result.messages.push(format!("dry-run: {shown}"));
+                self.change(action, reason, ours, Outcome::DryRun, shown);
+                true
+            }
+            StateWrite::Applied { shown } => {
                 self.change(action, reason, ours, Outcome::Applied, shown);
                 true
             }
-            Err(e) => {
-                self.change(
-                    action,
-                    reason,
-                    ours,
-                    Outcome::Failed,
-                    format!("{shown}: {e}"),
-                );
+            StateWrite::Failed { shown, error } => {
+                let detail = format!("{shown}: {error}");
+                self.change(action, reason, ours, Outcome::Failed, detail);
                 false
             }
         }
@@ -186,9 +174,13 @@ impl Ctx<'_> {
 
     /// `scontrol update` keeping the node out (DOWN or DRAIN as it is) with `reason`.
     fn keep_out(&mut self, action: &str, ours: &Ours, down: bool, reason: &str) -> bool {
-        let state = if down { "DOWN" } else { "DRAIN" };
-        let args = slurm::update_args(self.node(), state, Some(reason));
-        self.slurm(action, reason, ours, "scontrol", &args)
+        let state = if down {
+            OutState::Down
+        } else {
+            OutState::Drain
+        };
+        let command = StateCommand::take_out(self.node(), state, reason);
+        self.write(action, reason, ours, &command)
     }
 }
 
@@ -301,7 +293,7 @@ fn reset(
     memory: &mut Memory,
 ) -> ResetEnd {
     let settings = &ctx.config.remediation;
-    let marked = remarked(&ours.reason, "reset");
+    let marked = with_remark(&ours.reason, "reset");
     let timeout = settings.reset_timeout();
     if !ctx.dry_run && time_left(ctx.report) < timeout {
         ctx.result.messages.push(format!(
@@ -369,8 +361,8 @@ fn reset(
     }
     let detail = format!("{}; the checks are clean", done.join(", "));
     ctx.change("reset-gpu", &marked, ours, Outcome::Applied, detail);
-    let args = slurm::update_args(ctx.node(), "RESUME", None);
-    if ctx.slurm("resume", &ours.reason, ours, "scontrol", &args) {
+    let command = StateCommand::resume(ctx.node());
+    if ctx.write("resume", &ours.reason, ours, &command) {
         ctx.forget.extend(gpus.iter().filter_map(|g| g.pci.clone()));
         memory.ours = None;
         memory.repairs.handed_over = None;
@@ -451,19 +443,13 @@ fn judge_recheck(report: &serde_json::Value) -> Recheck {
 }
 
 fn reboot(ctx: &mut Ctx, ours: &Ours, memory: &mut Memory) {
-    let reason = remarked(&ours.reason, "reboot");
-    let args: Vec<String> = vec![
-        "reboot".into(),
-        "ASAP".into(),
-        "nextstate=DOWN".into(),
-        format!("reason={reason}"),
-        ctx.node().to_string(),
-    ];
+    let reason = with_remark(&ours.reason, "reboot");
+    let command = StateCommand::reboot(ctx.node(), &reason);
     memory
         .repairs
         .started_at
         .push(ctx.report.started_at.timestamp());
-    if ctx.slurm("reboot", &reason, ours, "scontrol", &args) && !ctx.dry_run {
+    if ctx.write("reboot", &reason, ours, &command) && !ctx.dry_run {
         memory.repairs.reboot = Some(PendingReboot {
             at: ctx.report.started_at.timestamp(),
             reason: ours.reason.clone(),
@@ -472,13 +458,8 @@ fn reboot(ctx: &mut Ctx, ours: &Ours, memory: &mut Memory) {
 }
 
 fn hand_over(ctx: &mut Ctx, ours: &Ours, down: bool, why: &HandOver, memory: &mut Memory) {
-    let reason = remarked(&ours.reason, why.remark());
-    let args = slurm::update_args(
-        ctx.node(),
-        if down { "DOWN" } else { "DRAIN" },
-        Some(&reason),
-    );
-    if ctx.slurm("hand-over", &reason, ours, "scontrol", &args) {
+    let reason = with_remark(&ours.reason, why.remark());
+    if ctx.keep_out("hand-over", ours, down, &reason) {
         if let Some(c) = ctx.result.changes.last_mut() {
             c.detail = format!("{}: {}", why.explain(), c.detail);
         }
@@ -529,8 +510,8 @@ fn after_reboot(ctx: &mut Ctx, ours: &Ours, policy: &PolicyResult, memory: &mut 
         .map(|f| format!("{} {}", f.code, f.entity))
         .collect();
     if faults.is_empty() {
-        let args = slurm::update_args(ctx.node(), "RESUME", None);
-        if ctx.slurm("resume", &ours.reason, ours, "scontrol", &args) {
+        let command = StateCommand::resume(ctx.node());
+        if ctx.write("resume", &ours.reason, ours, &command) {
             if let Some(c) = ctx.result.changes.last_mut() {
                 c.detail = format!("clean check after the reboot: {}", c.detail);
             }

@@ -4,9 +4,6 @@
 use crate::policy::memory::{Cause, Ours, Repairs};
 use lemonade_config::{Action, RemediationSettings};
 
-/// What the remediation adds to our reason, after a space.
-pub const REMARKS: &[&str] = &["reset", "reboot", "human needed", "reboot did not help"];
-
 /// One GPU to reset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuReset {
@@ -131,11 +128,6 @@ fn gpu_index(entity: &str) -> Option<u32> {
 pub fn prune(repairs: &mut Repairs, now: i64, window_days: u32) {
     let since = now - i64::from(window_days) * 86_400;
     repairs.started_at.retain(|&at| at > since);
-}
-
-/// Our reason with a remark (`hc: XID_48 gpu3 reboot`).
-pub fn remarked(reason: &str, remark: &str) -> String {
-    format!("{reason} {remark}")
 }
 
 #[cfg(test)]
