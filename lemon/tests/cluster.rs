@@ -47,6 +47,7 @@ fn all_finished(c: &Cluster, ids: &[String]) -> bool {
 
 #[test]
 fn lemon_drains_the_failing_node_only() {
+    lemonade_tests::skip_without_cluster!();
     let c = Cluster::start(ClusterOptions {
         nodes: 4,
         // One afternoon of failures is all a test has: allow a single day.

@@ -81,6 +81,7 @@ fn task_exits(c: &Cluster, node: &str) -> Vec<TaskExit> {
 
 #[test]
 fn the_option_is_offered_and_bad_values_or_arguments_are_refused() {
+    lemonade_tests::skip_without_cluster!();
     let c = start(1, false);
     set_plugin_args(&c, &format!("config={}", c.config_path().display()));
 
@@ -154,6 +155,7 @@ fn wait_exit(mut child: std::process::Child, limit: Duration) -> Option<std::pro
 
 #[test]
 fn the_jobs_choice_reaches_lemonade_prolog_on_every_node() {
+    lemonade_tests::skip_without_cluster!();
     // The site runs lemonade-prolog/-epilog from slurm.conf; the plugin
     // exports no job prolog and only hands the choice over.
     let c = start(3, true);
@@ -302,6 +304,7 @@ fn the_jobs_choice_reaches_lemonade_prolog_on_every_node() {
 
 #[test]
 fn task_exits_name_the_node_whose_task_failed_first() {
+    lemonade_tests::skip_without_cluster!();
     let c = start(3, false);
     set_plugin_args(&c, &format!("config={}", c.config_path().display()));
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 #[test]
 fn cluster_starts_runs_a_job_and_tears_down() {
+    lemonade_tests::skip_without_cluster!();
     let cluster = Cluster::start(ClusterOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("cluster up in {:.1} s", cluster.started_in.as_secs_f64());
     assert_eq!(cluster.nodes().len(), 4);

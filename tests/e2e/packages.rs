@@ -66,6 +66,7 @@ fn stdout(cmd: &mut Command) -> String {
 
 #[test]
 fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
+    lemonade_tests::skip_without_cluster!();
     let (_keep, dir) = debs();
     let node = deb(&dir, "lemonade-node");
     let head = deb(&dir, "lemonade-head");

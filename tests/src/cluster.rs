@@ -267,6 +267,38 @@ fn is_zombie(pid: u32) -> bool {
         .unwrap_or(true)
 }
 
+/// Set by `scripts/test`: the real-Slurm tests must run, never skip.
+pub const REQUIRE_ENV: &str = "LEMONADE_REQUIRE_CLUSTER";
+
+/// Why this process cannot start a real Slurm cluster, if it cannot: munged
+/// and slurmd need root. `None` whenever [`REQUIRE_ENV`] is set, so that
+/// under `scripts/test` a missing root fails the start loudly instead.
+pub fn cannot_start() -> Option<&'static str> {
+    if std::env::var_os(REQUIRE_ENV).is_some() {
+        return None;
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    (unsafe { libc::geteuid() } != 0).then_some("munged and slurmd need root")
+}
+
+/// Returns from the calling test, saying so on stderr (past the test
+/// harness's capture), when [`cannot_start`] says no cluster can start here:
+/// a plain `cargo test` as a user passes, and says what it left out.
+#[macro_export]
+macro_rules! skip_without_cluster {
+    () => {
+        if let Some(why) = $crate::cluster::cannot_start() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {}: {why}; scripts/test runs it as root",
+                module_path!()
+            );
+            return;
+        }
+    };
+}
+
 impl Cluster {
     /// The cluster of this test binary, started on first use with `options()`
     /// and stopped when the process exits.

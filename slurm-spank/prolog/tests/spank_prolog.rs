@@ -62,6 +62,7 @@ fn runs_of(c: &Cluster, node: &str, job: &str) -> Vec<RunRow> {
 
 #[test]
 fn full_runs_once_on_every_node_even_with_the_prolog_in_slurm_conf() {
+    lemonade_tests::skip_without_cluster!();
     // Prolog=/Epilog= name lemonade-prolog/-epilog too: the site runs both.
     let c = start(3, true);
     set_plugin_args(&c, &site_args(&c));
@@ -142,6 +143,7 @@ fn full_runs_once_on_every_node_even_with_the_prolog_in_slurm_conf() {
 
 #[test]
 fn a_fault_on_one_node_requeues_the_job_onto_healthy_nodes() {
+    lemonade_tests::skip_without_cluster!();
     let c = start(3, false);
     set_plugin_args(&c, &site_args(&c));
     c.set_fixture("node1", "xid-79").unwrap();
@@ -181,6 +183,7 @@ fn a_fault_on_one_node_requeues_the_job_onto_healthy_nodes() {
 
 #[test]
 fn a_broken_config_or_missing_program_never_takes_slurm_down() {
+    lemonade_tests::skip_without_cluster!();
     let c = start(3, false);
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("lemonade.toml");
