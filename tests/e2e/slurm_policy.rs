@@ -161,6 +161,7 @@ fn as_slurm(c: &Cluster, binary: &str, node: &str, args: &[&str]) -> std::proces
 
 #[test]
 fn xid_79_takes_the_node_down_and_its_job_completes_elsewhere() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     eprintln!("cluster up in {:.1} s", c.started_in.as_secs_f64());
@@ -229,6 +230,7 @@ fn spool(c: &Cluster, node: &str) -> Vec<lemonade_spool::Record> {
 
 #[test]
 fn missing_mount_drains_and_the_mount_coming_back_resumes() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     c.set_fixture("node3", "mount-missing").unwrap();
@@ -254,6 +256,7 @@ fn missing_mount_drains_and_the_mount_coming_back_resumes() {
 
 #[test]
 fn an_administrators_drain_keeps_its_reason() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     c.run(
@@ -281,6 +284,7 @@ fn an_administrators_drain_keeps_its_reason() {
 
 #[test]
 fn a_failing_prolog_requeues_the_job_onto_a_healthy_node() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     c.set_fixture("node5", "xid-79").unwrap();
@@ -326,6 +330,7 @@ fn a_failing_prolog_requeues_the_job_onto_a_healthy_node() {
 
 #[test]
 fn slurmctld_gone_the_checker_finishes_and_records_the_failure() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     c.set_fixture("node6", "mount-missing").unwrap();
@@ -408,6 +413,7 @@ fn healthcheck_in(
 
 #[test]
 fn dry_run_prints_the_scontrol_argv_and_the_fleet_breaker_stands_down() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     // Dry run: the command is printed, the node is untouched.
@@ -463,6 +469,7 @@ fn dry_run_prints_the_scontrol_argv_and_the_fleet_breaker_stands_down() {
 
 #[test]
 fn a_flapping_ib_port_waits_for_confirmation_and_a_confirmed_one_tells_the_hooks() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     let dir = tempfile::tempdir().unwrap();
@@ -556,6 +563,7 @@ fn a_flapping_ib_port_waits_for_confirmation_and_a_confirmed_one_tells_the_hooks
 
 #[test]
 fn counter_growth_right_after_a_boot_waits_for_the_grace_and_then_drains() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     let root = lemonade_tests::fixture::node("healthy");
@@ -627,6 +635,7 @@ fn counter_growth_right_after_a_boot_waits_for_the_grace_and_then_drains() {
 
 #[test]
 fn a_flapping_nvlink_that_clears_within_confirm_runs_never_takes_the_node_out() {
+    lemonade_tests::skip_without_cluster!();
     let _t = turn();
     let c = cluster();
     let root = lemonade_tests::fixture::node("healthy");

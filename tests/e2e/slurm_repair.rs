@@ -149,6 +149,7 @@ fn in_service(state: &str, reason: &str) -> bool {
 
 #[test]
 fn a_fresh_ecc_error_is_reset_and_the_node_resumes_with_only_the_aggregate_history() {
+    lemonade_tests::skip_without_cluster!();
     let c = cluster();
     // The first run takes node1 out for the fresh error; a later one resets GPU 1.
     let ok = c.wait_until(LIMIT, || has_change(c, "node1", "down", "applied"));
@@ -229,6 +230,7 @@ fn latest_finding(
 
 #[test]
 fn a_reset_that_fails_at_the_top_of_the_ladder_hands_the_node_to_a_human() {
+    lemonade_tests::skip_without_cluster!();
     let c = cluster();
     let (state, reason) = wait_node(c, "node4", "hand-over", |_, r| r.ends_with(" human needed"));
     assert!(state.starts_with("down"), "{state}");
@@ -264,6 +266,7 @@ fn a_reset_that_fails_at_the_top_of_the_ladder_hands_the_node_to_a_human() {
 
 #[test]
 fn a_reboot_returns_its_node_after_a_clean_check_and_a_surviving_fault_stays_down() {
+    lemonade_tests::skip_without_cluster!();
     let c = cluster();
     // node2's reboot repairs it; node3's does not. A job runs on node2 when
     // its link degrades: the node drains, and reboots only after the job.
@@ -331,6 +334,7 @@ fn a_reboot_returns_its_node_after_a_clean_check_and_a_surviving_fault_stays_dow
 
 #[test]
 fn lemon_opens_a_ticket_for_the_handed_over_node_and_reports_the_repairs() {
+    lemonade_tests::skip_without_cluster!();
     let c = cluster();
     // node1's reset resumed it; node4 was handed over (their own tests wait
     // for each; this one only reads what their periodic runs exported).
@@ -403,6 +407,7 @@ fn lemon_opens_a_ticket_for_the_handed_over_node_and_reports_the_repairs() {
 
 #[test]
 fn an_error_that_a_reset_does_not_clear_escalates_to_a_reboot_and_then_a_human() {
+    lemonade_tests::skip_without_cluster!();
     let c = cluster();
     // Memory that fails again after every reset: the reset command runs and
     // the fake resets the GPU, but the checks after it find a fresh error.
