@@ -359,6 +359,8 @@ pub struct Window {
     pub attributions: Vec<Attribution>,
     pub users: UserStats,
     pub exposure: HashMap<i64, Exposure>,
+    /// The node evidence the runs were attributed with.
+    pub evidence: Evidence,
 }
 
 impl std::fmt::Debug for Exposure {
@@ -367,12 +369,14 @@ impl std::fmt::Debug for Exposure {
     }
 }
 
-/// Exposure of every node over the window, and every user's runs.
+/// Exposure of every node over the window, and every user's runs; fills
+/// in the nodes of the failed runs on several nodes (`failed`, whose
+/// `nodes` are still empty) from the same pass over `job_nodes`.
 ///
 /// Two sequential scans merged by job id (the window's jobs from the first
 /// id that ends in it, and `job_nodes` from the same id) instead of a join
 /// through the end-time index: random lookups per row made scoring a million
-/// jobs several times slower.
+/// jobs several times slower, and so did one `job_nodes` query per failed run.
 fn exposure(
     conn: &Connection,
     t0: i64,
@@ -380,6 +384,7 @@ fn exposure(
     since: &dyn Fn(i64) -> i64,
     users: &mut UserStats,
     user_index: &mut HashMap<String, u32>,
+    failed: &mut [FailedRun],
 ) -> Result<HashMap<i64, Exposure>> {
     let first: Option<i64> = conn.query_row(
         "SELECT min(id) FROM jobs WHERE end_time > ?1 AND end_time <= ?2",
@@ -406,35 +411,17 @@ fn exposure(
             e.node_days += (end - start.max(t0)).max(0) as f64 / 86_400.0;
         }
     };
-    // One-node runs carry their node; the others are merged with job_nodes.
-    let mut multi: Vec<(i64, Option<i64>, i64)> = Vec::new();
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, node, start_time, end_time, user FROM jobs WHERE id >= ?1 ORDER BY id",
-        )?;
-        let mut rows = stmt.query([first])?;
-        while let Some(r) = rows.next()? {
-            let end: i64 = r.get(3)?;
-            if end <= t0 || end > now {
-                continue;
-            }
-            let node: Option<i64> = r.get(1)?;
-            let start: Option<i64> = r.get(2)?;
-            if start.is_some() {
-                let name = r
-                    .get_ref(4)?
-                    .as_str_or_null()
-                    .map_err(lemonade_sql::rusqlite::Error::from)?
-                    .unwrap_or("");
-                let user = users.intern(user_index, name);
-                users.add_run(user, node);
-            }
-            match node {
-                Some(node) => add(node, true, start, end),
-                None => multi.push((r.get(0)?, start, end)),
-            }
-        }
-    }
+    let multi = scan_window_jobs(conn, first, t0, now, users, user_index, &mut add)?;
+    // The failed runs without a node of their own, by row id, to meet them
+    // in the merge below (`failed` is in end-time order).
+    let mut wanted: Vec<(i64, usize)> = failed
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.nodes.is_empty())
+        .map(|(k, r)| (r.row_id, k))
+        .collect();
+    wanted.sort_unstable();
+    let mut w = 0;
     let mut stmt =
         conn.prepare_cached("SELECT job, node FROM job_nodes WHERE job >= ?1 ORDER BY job")?;
     let mut rows = stmt.query([first])?;
@@ -449,7 +436,14 @@ fn exposure(
         }
         let (id, start, end) = multi[i];
         if id == job {
-            add(r.get(1)?, false, start, end);
+            let node = r.get(1)?;
+            add(node, false, start, end);
+            while w < wanted.len() && wanted[w].0 < job {
+                w += 1;
+            }
+            if let Some(&(_, k)) = wanted.get(w).filter(|(row, _)| *row == job) {
+                failed[k].nodes.push(node);
+            }
         }
     }
     Ok(per
@@ -458,6 +452,48 @@ fn exposure(
         .filter(|(_, e)| e.jobs > 0)
         .map(|(n, e)| (n as i64, e))
         .collect())
+}
+
+/// The jobs pass of [`exposure`]: counts every run that ended in `(t0,
+/// now]` and started, for its user; gives one-node runs to `add` and
+/// returns the others, `(id, start, end)` by id, for the merge with
+/// `job_nodes`.
+fn scan_window_jobs(
+    conn: &Connection,
+    first: i64,
+    t0: i64,
+    now: i64,
+    users: &mut UserStats,
+    user_index: &mut HashMap<String, u32>,
+    add: &mut dyn FnMut(i64, bool, Option<i64>, i64),
+) -> Result<Vec<(i64, Option<i64>, i64)>> {
+    let mut multi: Vec<(i64, Option<i64>, i64)> = Vec::new();
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, node, start_time, end_time, user FROM jobs WHERE id >= ?1 ORDER BY id",
+    )?;
+    let mut rows = stmt.query([first])?;
+    while let Some(r) = rows.next()? {
+        let end: i64 = r.get(3)?;
+        if end <= t0 || end > now {
+            continue;
+        }
+        let node: Option<i64> = r.get(1)?;
+        let start: Option<i64> = r.get(2)?;
+        if start.is_some() {
+            let name = r
+                .get_ref(4)?
+                .as_str_or_null()
+                .map_err(lemonade_sql::rusqlite::Error::from)?
+                .unwrap_or("");
+            let user = users.intern(user_index, name);
+            users.add_run(user, node);
+        }
+        match node {
+            Some(node) => add(node, true, start, end),
+            None => multi.push((r.get(0)?, start, end)),
+        }
+    }
+    Ok(multi)
 }
 
 fn entry<'a>(
@@ -500,22 +536,24 @@ pub fn attribute_range(
 ) -> Result<Window> {
     let mut users = UserStats::default();
     let mut user_index = HashMap::new();
-    let exposure = exposure(conn, t0, t1, since, &mut users, &mut user_index)?;
-    let runs = load_failed(conn, t0, t1, &mut users, &mut user_index)?;
+    let (mut runs, names) = load_failed(conn, t0, t1)?;
+    let exposure = exposure(conn, t0, t1, since, &mut users, &mut user_index, &mut runs)?;
+    let runs = finish_failed(conn, runs, &names, &mut users, &mut user_index)?;
     users.add_failures(&runs);
-    let ev = load_evidence(conn, t0, t1)?;
+    let evidence = load_evidence(conn, t0, t1)?;
     // Every run counts as at least an hour, as in the attribution's own
     // weighing: seconds-long runs must not make a node's exposure zero.
     let node_days: HashMap<i64, f64> = exposure
         .iter()
         .map(|(&n, e)| (n, e.node_days.max(f64::from(e.jobs) / 24.0)))
         .collect();
-    let attributions = attribute::attribute_all(&runs, &ev, &users, &node_days, p);
+    let attributions = attribute::attribute_all(&runs, &evidence, &users, &node_days, p);
     Ok(Window {
         runs,
         attributions,
         users,
         exposure,
+        evidence,
     })
 }
 
@@ -621,61 +659,67 @@ fn name_ranks(conn: &Connection) -> Result<Vec<u32>> {
     Ok(rank)
 }
 
-/// Failed runs that ended in the window, with their nodes.
-fn load_failed(
-    conn: &Connection,
-    t0: i64,
-    now: i64,
-    users: &mut UserStats,
-    user_index: &mut HashMap<String, u32>,
-) -> Result<Vec<FailedRun>> {
+/// Failed runs that ended in the window, by end time, and their users'
+/// names. A one-node run has its node; the others' `nodes` are empty until
+/// [`exposure`] fills them in. `user` indexes the names until
+/// [`finish_failed`] numbers the users after the exposure pass, which
+/// meets most of them first.
+fn load_failed(conn: &Connection, t0: i64, now: i64) -> Result<(Vec<FailedRun>, Vec<String>)> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, job_id_raw, job_id, state, start_time, end_time, exit_code, exit_signal, node, user
          FROM jobs WHERE end_time > ?1 AND end_time <= ?2 AND state IN ('FAILED', 'NODE_FAIL')
          ORDER BY end_time",
     )?;
-    let mut nodes_of = conn.prepare_cached("SELECT node FROM job_nodes WHERE job = ?1")?;
-    let rank = name_ranks(conn)?;
-    let mut out = Vec::new();
+    let (mut out, mut names) = (Vec::new(), UserStats::default());
+    let mut index = HashMap::new();
     let mut rows = stmt.query(params![t0, now])?;
     while let Some(r) = rows.next()? {
-        let row_id: i64 = r.get(0)?;
-        let nodes = match r.get::<_, Option<i64>>(8)? {
-            Some(node) => vec![node],
-            None => {
-                let mut nodes = nodes_of
-                    .query_map([row_id], |n| n.get(0))?
-                    .collect::<Result<Vec<i64>, _>>()?;
-                // Rank 0's node first (FailedRun::nodes); a swap, not a
-                // sort: a month of large jobs has millions of node slots.
-                let rank_of = |n: i64| {
-                    usize::try_from(n)
-                        .ok()
-                        .and_then(|i| rank.get(i).copied())
-                        .unwrap_or(u32::MAX)
-                };
-                if let Some(first) = (0..nodes.len()).min_by_key(|&i| rank_of(nodes[i])) {
-                    nodes.swap(0, first);
-                }
-                nodes
-            }
-        };
-        if nodes.is_empty() {
-            continue;
-        }
         let user: Option<String> = r.get(9)?;
         out.push(FailedRun {
-            row_id,
+            row_id: r.get(0)?,
             job_id_raw: r.get(1)?,
             job_id: r.get(2)?,
-            user: users.intern(user_index, user.as_deref().unwrap_or("")),
+            user: names.intern(&mut index, user.as_deref().unwrap_or("")),
             state: r.get(3)?,
             start: r.get(4)?,
             end: r.get(5)?,
             exit_code: r.get(6)?,
             exit_signal: r.get(7)?,
-            nodes,
+            nodes: r.get::<_, Option<i64>>(8)?.into_iter().collect(),
         });
+    }
+    Ok((out, names.names))
+}
+
+/// Numbers the failed runs' users (in run order, as they were numbered
+/// when read one by one), puts rank 0's node first and drops runs without
+/// nodes.
+fn finish_failed(
+    conn: &Connection,
+    runs: Vec<FailedRun>,
+    names: &[String],
+    users: &mut UserStats,
+    user_index: &mut HashMap<String, u32>,
+) -> Result<Vec<FailedRun>> {
+    let rank = name_ranks(conn)?;
+    let rank_of = |n: i64| {
+        usize::try_from(n)
+            .ok()
+            .and_then(|i| rank.get(i).copied())
+            .unwrap_or(u32::MAX)
+    };
+    let mut out = Vec::with_capacity(runs.len());
+    for mut run in runs {
+        if run.nodes.is_empty() {
+            continue;
+        }
+        run.user = users.intern(user_index, &names[run.user as usize]);
+        // Rank 0's node first (FailedRun::nodes); a swap, not a sort: a
+        // month of large jobs has millions of node slots.
+        if let Some(first) = (0..run.nodes.len()).min_by_key(|&i| rank_of(run.nodes[i])) {
+            run.nodes.swap(0, first);
+        }
+        out.push(run);
     }
     Ok(out)
 }
