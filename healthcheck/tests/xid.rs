@@ -532,8 +532,16 @@ fn a_kmsg_device_is_snapshotted_in_record_format_and_replays_as_a_file() {
         && std::fs::File::open(device).is_ok()
         && Path::new("/proc/sys/kernel/random/boot_id").is_file();
     // Root can always read its kernel log (the test suite runs as root to
-    // start Slurm); only an unprivileged developer run may lack it, and then
-    // it says so in the failure instead of passing without testing.
+    // start Slurm); a plain `cargo test` by a user skips, saying so, as the
+    // real-Slurm tests do, and under scripts/test an unreadable log fails.
+    if !readable && lemonade_tests::cluster::cannot_start().is_some() {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: /dev/kmsg is not readable by this user; scripts/test runs it as root"
+        );
+        return;
+    }
     assert!(
         readable,
         "/dev/kmsg is not readable: run the tests as root (scripts/test does)"
