@@ -13,6 +13,7 @@
 use super::stats::median;
 use super::{ratio, TimeRange, DAY_S};
 use chrono::{DateTime, Utc};
+use lemonade_slurm::reason::{self, ReasonOwner};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -155,7 +156,7 @@ fn node_incidents(changes: &[&StateChangeRecord]) -> Vec<Incident> {
         c.outcome == "applied" || (c.action == "reset-gpu" && c.outcome == "failed")
     };
     for c in changes.iter().filter(happened) {
-        let ours = c.reason.starts_with("hc:");
+        let ours = reason::parse(&c.reason).owner == ReasonOwner::HealthCheck;
         match c.action.as_str() {
             "drain" | "down" if ours && open.is_none() => {
                 open = Some(Incident {
@@ -190,12 +191,8 @@ fn node_incidents(changes: &[&StateChangeRecord]) -> Vec<Incident> {
 }
 
 /// `hc: XID_79 gpu3 reset` → `xid`.
-fn category_of_reason(reason: &str) -> String {
-    let code = reason
-        .strip_prefix("hc:")
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or("");
-    crate::attribute::category_of_code(code)
+fn category_of_reason(text: &str) -> String {
+    crate::attribute::category_of_code(reason::code_of(text).unwrap_or(""))
 }
 
 fn row(category: &str, incidents: &[&Incident]) -> RemediationRow {
