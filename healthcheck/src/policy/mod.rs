@@ -37,6 +37,7 @@ use lemonade_slurm::sinfo;
 use lemonade_sql::node::FindingRow;
 use lemonade_sql::node_jobs::{self, StateChangeRow};
 use lemonade_sql::rusqlite::Connection;
+use lemonade_sql::StoreError;
 use memory::{Cause, Memory, Ours};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -119,7 +120,7 @@ pub fn apply(
             .as_deref(),
     );
     let dry_run = dry_run || config.policy.dry_run;
-    let result = decide(
+    let mut result = decide(
         config,
         report,
         dry_run,
@@ -128,29 +129,47 @@ pub fn apply(
         &mut |_| {},
     );
     if let Some(store) = session.writable() {
-        remember(store.connection(), &path, &memory, &result, report);
+        let lost = remember(store.connection(), &path, &memory, &result, report);
+        result.messages.extend(lost);
     }
     result
 }
 
 /// Writes the memory, the state changes and the policy's findings. Best
-/// effort: a database that fails here already failed the run's own record.
+/// effort, since the node's state is already set: what could not be written
+/// comes back as lines for stderr, so that a lost record is at least said.
 fn remember(
     conn: &Connection,
     path: &Path,
     memory: &Memory,
     result: &PolicyResult,
     report: &RunReport,
-) {
-    let _ = node_jobs::save_policy_state(conn, path, &memory.to_json());
+) -> Vec<String> {
+    let mut lost = Vec::new();
+    let mut keep = |what: &str, written: Result<(), StoreError>| {
+        if let Err(e) = written {
+            lost.push(format!(
+                "healthcheck: the policy's {what} was not recorded: {e}"
+            ));
+        }
+    };
+    keep(
+        "memory",
+        node_jobs::save_policy_state(conn, path, &memory.to_json()),
+    );
     let at = report.started_at.timestamp();
     for change in &result.changes {
-        let _ = node_jobs::record_state_change(conn, path, &row(change, at, report.run_id));
+        let written = node_jobs::record_state_change(conn, path, &row(change, at, report.run_id));
+        keep("state change", written);
     }
     if let Some(run_id) = report.run_id {
         let rows: Vec<FindingRow> = result.findings.iter().map(FindingRow::from).collect();
-        let _ = node_jobs::add_findings(conn, path, run_id, &rows);
+        keep(
+            "findings",
+            node_jobs::add_findings(conn, path, run_id, &rows),
+        );
     }
+    lost
 }
 
 /// The `state_changes` row of a change.

@@ -173,3 +173,40 @@ fn resume_waits_for_k_clean_runs_and_only_for_auto_resumable_causes() {
     }
     assert_eq!(calls, 1);
 }
+
+#[test]
+fn a_state_change_the_database_cannot_keep_is_said_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("node.db");
+    let store = lemonade_sql::node::NodeStore::open(&path, Duration::from_secs(1)).unwrap();
+    store
+        .connection()
+        .execute_batch("DROP TABLE state_changes")
+        .unwrap();
+    let result = PolicyResult {
+        changes: vec![StateChange {
+            action: "drain".into(),
+            reason: "hc: XID_79 gpu3".into(),
+            causes: Vec::new(),
+            outcome: Outcome::Applied,
+            detail: String::new(),
+        }],
+        ..PolicyResult::default()
+    };
+    let lost = remember(
+        store.connection(),
+        &path,
+        &Memory::default(),
+        &result,
+        &report(Vec::new()),
+    );
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].contains("state change was not recorded"),
+        "{lost:?}"
+    );
+    assert!(
+        lost[0].contains("state_changes"),
+        "names what failed: {lost:?}"
+    );
+}
