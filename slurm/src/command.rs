@@ -14,13 +14,9 @@ use thiserror::Error;
 /// Why a Slurm command did not give us its output.
 #[derive(Debug, Error)]
 pub enum CommandError {
-    #[error("cannot run {program}: {source}")]
-    Spawn {
-        program: String,
-        source: std::io::Error,
-    },
-    #[error("{program} did not finish within {timeout:?} (killed)")]
-    Timeout { program: String, timeout: Duration },
+    /// It could not start, or it outran its deadline ([`crate::bounded`]).
+    #[error(transparent)]
+    Bounded(#[from] BoundedError),
     #[error("{program} exited with {status}: {stderr}")]
     Failed {
         program: String,
@@ -118,22 +114,12 @@ pub fn shown<'a>(argv: impl IntoIterator<Item = &'a str>) -> String {
 
 /// Runs `cmd` under `timeout` ([`crate::bounded`]) and returns its output if it exits 0.
 fn run_bounded(cmd: Command, program: &Path, timeout: Duration) -> Result<Output, CommandError> {
-    let name = program.display().to_string();
-    let done = bounded::run(cmd, None, Streams::Capture, timeout).map_err(|e| match e {
-        BoundedError::Spawn { source, .. } => CommandError::Spawn {
-            program: name.clone(),
-            source,
-        },
-        BoundedError::Timeout { timeout, .. } => CommandError::Timeout {
-            program: name.clone(),
-            timeout,
-        },
-    })?;
+    let done = bounded::run(cmd, None, Streams::Capture, timeout)?;
     let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
     if !done.status.success() {
         return Err(CommandError::Failed {
-            program: name,
+            program: program.display().to_string(),
             status: done.status.to_string(),
             stderr: stderr.trim().to_string(),
         });
@@ -158,7 +144,10 @@ mod tests {
         let cmds = SlurmCommands::new("/bin", None, Duration::from_millis(200));
         let start = Instant::now();
         let err = cmds.run("sleep", &["10"]).unwrap_err();
-        assert!(matches!(err, CommandError::Timeout { .. }), "{err}");
+        assert!(
+            matches!(err, CommandError::Bounded(BoundedError::Timeout { .. })),
+            "{err}"
+        );
         assert!(start.elapsed() < Duration::from_secs(3));
     }
 
@@ -172,7 +161,7 @@ mod tests {
         let missing = SlurmCommands::new("/nonexistent", None, Duration::from_secs(1));
         assert!(matches!(
             missing.run("scontrol", &[]),
-            Err(CommandError::Spawn { .. })
+            Err(CommandError::Bounded(BoundedError::Spawn { .. }))
         ));
     }
 

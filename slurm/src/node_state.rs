@@ -330,7 +330,9 @@ mod tests {
             matches!(
                 out,
                 StateWrite::Failed {
-                    error: WriteError::Slurm(CommandError::Spawn { .. }),
+                    error: WriteError::Slurm(CommandError::Bounded(
+                        crate::bounded::BoundedError::Spawn { .. }
+                    )),
                     ..
                 }
             ),
