@@ -6,6 +6,7 @@
 //! two; tests call `evaluate` directly on gathered fixtures.
 
 use crate::finding::Finding;
+use crate::nvml_handle::InitFailure;
 use crate::root::{NodeRoot, ReadError};
 use chrono::{DateTime, Utc};
 use lemonade_config::Config;
@@ -100,9 +101,7 @@ pub struct Shared {
     /// `checks::gpu::session`). A check waiting here while another is stuck
     /// in a wedged driver's init misses its own deadline and becomes
     /// `unknown`, so a hung init never holds up the run.
-    pub nvml: std::sync::OnceLock<
-        Result<Arc<nvml_wrapper::Nvml>, crate::checks::gpu::session::InitFailure>,
-    >,
+    pub nvml: std::sync::OnceLock<Result<Arc<nvml_wrapper::Nvml>, InitFailure>>,
 }
 
 /// Something that happened once and is recorded once (an XID line).

@@ -2,8 +2,9 @@
 //! generate the man page and completions from the same definitions.
 
 use crate::check::Profile;
+use crate::output::Format;
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -174,12 +175,6 @@ pub struct HistoryArgs {
     /// At most this many runs.
     #[arg(long, default_value_t = 200)]
     pub limit: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Human,
-    Json,
 }
 
 /// Parses `--since`: a span back from `now` (`90s`, `30m`, `24h`, `7d`), a date, or RFC 3339.

@@ -4,8 +4,8 @@
 //! the spool directory, with the sequence numbers kept in the node database.
 
 use crate::finding::{Finding, OfJob};
-use crate::policy::StateChange;
 use crate::record::RunReport;
+use crate::state_change::StateChange;
 use lemonade_config::Config;
 use lemonade_spool::{Body, Record, TaskExit};
 use lemonade_sql::node::NodeStore;

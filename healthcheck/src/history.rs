@@ -1,6 +1,6 @@
 //! `healthcheck history`: the runs and findings the node database holds.
 
-use crate::cli::Format;
+use crate::output::Format;
 use lemonade_config::Severity;
 use lemonade_sql::node::{FindingRow, NodeStore, RunRow};
 use lemonade_sql::node_jobs::{jobs_since, state_changes_since, JobRow, StateChangeRow};

@@ -10,8 +10,8 @@
 //! not; a failure is also a line on stderr. `--dry-run` prints the hook and
 //! its input instead of running it.
 
-use crate::policy::{Outcome, StateChange};
 use crate::record::RunReport;
+use crate::state_change::{Cause, ChangeOutcome, StateChange};
 use lemonade_config::HooksSettings;
 use serde::Serialize;
 
@@ -34,7 +34,7 @@ pub struct HookEvent {
     /// finding says; `None` for a resume.
     pub action: Option<String>,
     /// Every cause: `{check, code, entity}`.
-    pub causes: Vec<crate::policy::memory::Cause>,
+    pub causes: Vec<Cause>,
     /// Jobs running on the node as its prolog and epilog recorded them.
     pub job_ids: Vec<String>,
 }
@@ -83,7 +83,7 @@ pub struct HookRun {
     pub event: usize,
     /// The hook as it would be typed.
     pub shown: String,
-    pub outcome: Outcome,
+    pub outcome: ChangeOutcome,
     /// `ok in 12 ms`, `exited with status 3: <stderr>`, `killed at the 10 s deadline`.
     pub detail: String,
 }
@@ -100,17 +100,17 @@ pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> 
                     event: i,
                     detail: format!("{shown} <<< {input}"),
                     shown,
-                    outcome: Outcome::DryRun,
+                    outcome: ChangeOutcome::DryRun,
                 });
                 continue;
             }
             let (outcome, detail) =
                 match crate::bounded::run(argv, input.as_bytes(), settings.timeout()) {
                     Ok(done) => (
-                        Outcome::Applied,
+                        ChangeOutcome::Applied,
                         format!("ok in {:.0} ms", done.elapsed.as_secs_f64() * 1000.0),
                     ),
-                    Err(e) => (Outcome::Failed, e),
+                    Err(e) => (ChangeOutcome::Failed, e),
                 };
             runs.push(HookRun {
                 event: i,
@@ -126,7 +126,6 @@ pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::memory::Cause;
     use std::path::Path;
     use std::time::{Duration, Instant};
 
@@ -180,7 +179,7 @@ mod tests {
             &[event()],
             false,
         );
-        assert_eq!(runs[0].outcome, Outcome::Applied, "{runs:?}");
+        assert_eq!(runs[0].outcome, ChangeOutcome::Applied, "{runs:?}");
         let got = std::fs::read_to_string(&out).unwrap();
         let (arg, json) = got.split_once('\n').unwrap();
         assert_eq!(arg, "a b; rm -rf /", "one argument, no shell");
@@ -198,7 +197,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let hook = script(dir.path(), "hook", "echo 'ticket system down' >&2; exit 3");
         let runs = notify(&settings(vec![vec![hook]], 5.0), &[event()], false);
-        assert_eq!(runs[0].outcome, Outcome::Failed);
+        assert_eq!(runs[0].outcome, ChangeOutcome::Failed);
         assert!(runs[0].detail.contains("3"), "{}", runs[0].detail);
         assert!(
             runs[0].detail.contains("ticket system down"),
@@ -210,7 +209,7 @@ mod tests {
             &[event()],
             false,
         );
-        assert_eq!(missing[0].outcome, Outcome::Failed);
+        assert_eq!(missing[0].outcome, ChangeOutcome::Failed);
         assert!(missing[0].detail.contains("could not start"));
     }
 
@@ -227,7 +226,7 @@ mod tests {
         let start = Instant::now();
         let runs = notify(&settings(vec![vec![hook]], 0.5), &[event()], false);
         let took = start.elapsed();
-        assert_eq!(runs[0].outcome, Outcome::Failed);
+        assert_eq!(runs[0].outcome, ChangeOutcome::Failed);
         assert!(runs[0].detail.contains("deadline"), "{}", runs[0].detail);
         assert!(took < Duration::from_secs(10), "{took:?}");
         let pid: i32 = std::fs::read_to_string(&pid_file)
@@ -250,7 +249,7 @@ mod tests {
         let marker = dir.path().join("ran");
         let hook = script(dir.path(), "hook", &format!("touch {}", marker.display()));
         let runs = notify(&settings(vec![vec![hook.clone()]], 5.0), &[event()], true);
-        assert_eq!(runs[0].outcome, Outcome::DryRun);
+        assert_eq!(runs[0].outcome, ChangeOutcome::DryRun);
         assert!(runs[0].detail.starts_with(&hook), "{}", runs[0].detail);
         assert!(runs[0].detail.contains("\"XID_79\""));
         assert!(!marker.exists());

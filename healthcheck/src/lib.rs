@@ -10,6 +10,11 @@
 //! * [`pipeline`]: one run start to end, for every entry point: store and
 //!   lock once, checks, record, policy, export, report.
 //! * [`record`]: the checks' part of a run (state in, findings out, recorded).
+//! * [`session`]: the node database as one run holds it (lock, store, use).
+//! * [`exit_status`]: the run's exit status (the Nagios convention).
+//! * [`state_change`]: a change of the node's Slurm state, as the policy and
+//!   the remediation make it and the hooks, export and database receive it.
+//! * [`nvml_handle`]: loading NVML once per run for the GPU checks.
 //! * [`output`]: human table, JSON, Prometheus textfile.
 //! * [`snapshot`]: capture what the checks read, for offline replay.
 //! * [`policy`]: findings to Slurm node state (drain, down, resume).
@@ -25,17 +30,21 @@ pub mod check;
 pub mod checks;
 pub mod cli;
 pub mod engine;
+pub mod exit_status;
 pub mod export;
 pub mod finding;
 pub mod history;
 pub mod hooks;
+pub mod nvml_handle;
 pub mod output;
 pub mod pipeline;
 pub mod policy;
 pub mod record;
 pub mod repair;
 pub mod root;
+pub mod session;
 pub mod snapshot;
+pub mod state_change;
 pub mod status_file;
 
 pub use lemonade_config::{Action, Config, Severity};

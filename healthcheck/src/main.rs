@@ -3,10 +3,12 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use healthcheck::check::{JobContext, Profile};
-use healthcheck::cli::{parse_check_words, parse_since, Cli, Command, Format, GlobalArgs, RunArgs};
-use healthcheck::pipeline::{self, session::StoreUse, Request};
+use healthcheck::cli::{parse_check_words, parse_since, Cli, Command, GlobalArgs, RunArgs};
+use healthcheck::output::Format;
+use healthcheck::pipeline::{self, Request};
 use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
+use healthcheck::session::StoreUse;
 use healthcheck::{baseline, checks, history, output, snapshot};
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -4,6 +4,15 @@
 use crate::record::RunReport;
 use std::fmt::Write as _;
 
+/// How a command prints what it has to say (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    Human,
+    /// One JSON object for programs.
+    Json,
+}
+
 /// Version of the JSON object; bumped when a field changes meaning.
 pub const JSON_VERSION: u32 = 1;
 

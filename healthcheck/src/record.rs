@@ -4,10 +4,10 @@
 
 use crate::check::{Check, CheckContext, Event, JobContext, Profile, Shared};
 use crate::engine::{self, CheckSummary, Job};
+use crate::exit_status::ExitStatus;
 use crate::finding::{worst, Finding};
-use crate::pipeline::exit::ExitStatus;
-use crate::pipeline::session::NodeSession;
 use crate::root::NodeRoot;
+use crate::session::NodeSession;
 use chrono::{DateTime, Utc};
 use lemonade_config::{Config, ConfigError, Severity};
 use lemonade_sql::node::{EventRow, FindingRow, RunRecord};
@@ -15,8 +15,6 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-pub use crate::pipeline::session::STORE_UNAVAILABLE;
 
 /// Code of every check's finding when the config cannot be read.
 pub const CONFIG_ERROR: &str = "CONFIG_ERROR";
@@ -256,20 +254,15 @@ pub fn record(
                 .collect();
             let horizon = report.started_at.timestamp() - i64::from(retention_days) * 86_400;
             if let Err(e) = store.prune(horizon) {
-                recorded
-                    .problems
-                    .push(crate::pipeline::session::store_unknown(
-                        &path,
-                        format!("pruning old runs: {e}"),
-                    ));
+                recorded.problems.push(crate::session::store_unknown(
+                    &path,
+                    format!("pruning old runs: {e}"),
+                ));
             }
         }
         Err(e) => recorded
             .problems
-            .push(crate::pipeline::session::store_unknown(
-                &path,
-                e.to_string(),
-            )),
+            .push(crate::session::store_unknown(&path, e.to_string())),
     }
     recorded
 }

@@ -6,9 +6,10 @@
 //! readings), and `lemonade-snapshot.json` describing the capture.
 
 use crate::check::{Check, CheckContext, Profile, Shared};
-use crate::pipeline::{self, session::StoreUse};
+use crate::pipeline;
 use crate::record::{self, RunOptions, RunReport, Trigger};
 use crate::root::NodeRoot;
+use crate::session::StoreUse;
 use lemonade_config::Config;
 use serde::Serialize;
 use std::collections::BTreeMap;

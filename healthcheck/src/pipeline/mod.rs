@@ -14,22 +14,20 @@
 //!
 //! Each stage returns what it produced; only [`run`] puts the parts together.
 
-pub mod exit;
-pub mod session;
-
 use crate::check::Check;
+use crate::exit_status::ExitStatus;
 use crate::export::{self, Exported, Inventory};
 use crate::finding::worst;
 use crate::hooks::{self, HookEvent};
-use crate::policy::{self, confirm, Outcome as PolicyOutcome, PolicyResult};
+use crate::policy::{self, confirm, PolicyResult};
 use crate::record::{self, RunOptions, RunReport};
 use crate::repair;
+use crate::session::{self, NodeSession, StoreUse};
+use crate::state_change::{ChangeOutcome, StateChange};
 use chrono::{DateTime, Utc};
-use exit::ExitStatus;
 use lemonade_config::{Config, ConfigError, Severity};
 use lemonade_spool::Body;
 use lemonade_sql::node_jobs;
-use session::{NodeSession, StoreUse};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -104,7 +102,7 @@ impl Outcome {
                 .policy
                 .changes
                 .iter()
-                .any(|c| c.outcome == PolicyOutcome::Breaker)
+                .any(|c| c.outcome == ChangeOutcome::Breaker)
     }
 }
 
@@ -244,17 +242,17 @@ fn run_hooks(
     for run in &runs {
         let event = &events[run.event];
         match run.outcome {
-            PolicyOutcome::DryRun => policy
+            ChangeOutcome::DryRun => policy
                 .messages
                 .push(format!("dry-run: hook {}", run.detail)),
-            PolicyOutcome::Failed => policy.messages.push(format!(
+            ChangeOutcome::Failed => policy.messages.push(format!(
                 "healthcheck: hook `{}` failed: {}",
                 run.shown, run.detail
             )),
             _ => {}
         }
         if let Some(store) = session.writable() {
-            let change = policy::StateChange {
+            let change = StateChange {
                 action: "hook".into(),
                 reason: event.reason.clone(),
                 causes: event.causes.clone(),
@@ -265,7 +263,7 @@ fn run_hooks(
                 ),
             };
             // Best effort, as the policy's own rows.
-            let row = policy::row(&change, at, report.run_id);
+            let row = change.row(at, report.run_id);
             let _ = node_jobs::record_state_change(store.connection(), &path, &row);
         }
     }

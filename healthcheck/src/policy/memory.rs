@@ -3,32 +3,9 @@
 //! the recent runs of the findings that wait for confirmation, and the
 //! remediations tried.
 
-use lemonade_config::Action;
+use crate::state_change::Cause;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// One finding that caused a state change, as remembered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cause {
-    pub check: String,
-    pub code: String,
-    pub entity: String,
-    /// What the finding asks for (`reset-gpu`, `reboot`, ...): the
-    /// remediation acts on it. Older memories have none.
-    #[serde(default = "no_action", skip_serializing_if = "is_no_action")]
-    pub action: Action,
-    /// The GPU's PCI bus id, for a reset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pci: Option<String>,
-}
-
-fn no_action() -> Action {
-    Action::None
-}
-
-fn is_no_action(a: &Action) -> bool {
-    *a == Action::None
-}
 
 /// The node is out of service because of us.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,18 +27,19 @@ pub mod reason;
 pub mod slurm;
 
 use crate::finding::Finding;
-use crate::pipeline::session::NodeSession;
 use crate::record::RunReport;
+use crate::session::NodeSession;
+use crate::state_change::{Cause, ChangeOutcome, StateChange};
 use lemonade_config::{Config, DownAction, Severity};
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::node_state::{NodeWriter, OutState, StateCommand, StateWrite};
 use lemonade_slurm::reason::{is_ours_remarked, owner, ReasonOwner};
 use lemonade_slurm::sinfo;
 use lemonade_sql::node::FindingRow;
-use lemonade_sql::node_jobs::{self, StateChangeRow};
+use lemonade_sql::node_jobs;
 use lemonade_sql::rusqlite::Connection;
 use lemonade_sql::StoreError;
-use memory::{Cause, Memory, Ours};
+use memory::{Memory, Ours};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -46,43 +47,6 @@ use std::path::Path;
 pub const UNKNOWN_STREAK: &str = "UNKNOWN_STREAK";
 /// Code of the policy's finding when Slurm could not be reached.
 pub const SLURM_UNREACHABLE: &str = "SLURM_UNREACHABLE";
-
-/// How a state change went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Applied,
-    /// `--dry-run`: printed, not run.
-    DryRun,
-    /// Slurm did not answer or refused.
-    Failed,
-    /// The fleet breaker stood down.
-    Breaker,
-    /// A reason that is not ours is on the node: left alone.
-    Skipped,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Applied => "applied",
-            Outcome::DryRun => "dry-run",
-            Outcome::Failed => "failed",
-            Outcome::Breaker => "breaker",
-            Outcome::Skipped => "skipped",
-        }
-    }
-}
-
-/// A state change the policy made or tried.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StateChange {
-    /// `drain`, `down` or `resume`.
-    pub action: String,
-    pub reason: String,
-    pub causes: Vec<Cause>,
-    pub outcome: Outcome,
-    pub detail: String,
-}
 
 /// What applying the policy did.
 #[derive(Debug, Clone, Default)]
@@ -159,7 +123,7 @@ fn remember(
     );
     let at = report.started_at.timestamp();
     for change in &result.changes {
-        let written = node_jobs::record_state_change(conn, path, &row(change, at, report.run_id));
+        let written = node_jobs::record_state_change(conn, path, &change.row(at, report.run_id));
         keep("state change", written);
     }
     if let Some(run_id) = report.run_id {
@@ -170,19 +134,6 @@ fn remember(
         );
     }
     lost
-}
-
-/// The `state_changes` row of a change.
-pub(crate) fn row(change: &StateChange, at: i64, run_id: Option<i64>) -> StateChangeRow {
-    StateChangeRow {
-        at,
-        run_id,
-        action: change.action.clone(),
-        reason: change.reason.clone(),
-        causes: serde_json::to_string(&change.causes).unwrap_or_else(|_| "[]".into()),
-        outcome: change.outcome.as_str().to_string(),
-        detail: change.detail.clone(),
-    }
 }
 
 /// The policy proper, over a memory and a Slurm. `before_slurm` is called
@@ -277,7 +228,7 @@ impl Ctx<'_> {
         action: &str,
         reason: &str,
         causes: &[Cause],
-        outcome: Outcome,
+        outcome: ChangeOutcome,
         detail: String,
     ) {
         self.result.changes.push(StateChange {
@@ -299,7 +250,7 @@ impl Ctx<'_> {
             SLURM_UNREACHABLE,
             format!("{action} `{reason}` not applied: {error}"),
         ));
-        self.change(action, reason, causes, Outcome::Failed, error);
+        self.change(action, reason, causes, ChangeOutcome::Failed, error);
     }
 
     /// Makes a state change through the one writer (or prints it in
@@ -318,11 +269,11 @@ impl Ctx<'_> {
         match writer.apply(command) {
             StateWrite::DryRun { shown } => {
                 self.result.messages.push(format!("dry-run: {shown}"));
-                self.change(action, reason, causes, Outcome::DryRun, shown);
+                self.change(action, reason, causes, ChangeOutcome::DryRun, shown);
                 true
             }
             StateWrite::Applied { shown } => {
-                self.change(action, reason, causes, Outcome::Applied, shown);
+                self.change(action, reason, causes, ChangeOutcome::Applied, shown);
                 true
             }
             StateWrite::Failed { error, .. } => {
@@ -364,7 +315,7 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
                 current.reason
             );
             ctx.result.messages.push(format!("healthcheck: {detail}"));
-            return ctx.change(action, &reason, &cause_list, Outcome::Skipped, detail);
+            return ctx.change(action, &reason, &cause_list, ChangeOutcome::Skipped, detail);
         }
     }
     let state_done = if down {
@@ -400,7 +351,13 @@ fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
                     ctx.result
                         .messages
                         .push(format!("healthcheck: FLEET BREAKER: {detail}"));
-                    return ctx.change(action, &reason, &cause_list, Outcome::Breaker, detail);
+                    return ctx.change(
+                        action,
+                        &reason,
+                        &cause_list,
+                        ChangeOutcome::Breaker,
+                        detail,
+                    );
                 }
             }
         }
@@ -494,7 +451,7 @@ fn maybe_resume(ctx: &mut Ctx, report: &RunReport, memory: &mut Memory) {
                 "resume",
                 &ours.reason,
                 &ours.causes,
-                Outcome::Skipped,
+                ChangeOutcome::Skipped,
                 detail,
             );
         }

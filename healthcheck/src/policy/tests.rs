@@ -26,7 +26,7 @@ pub(crate) fn report(findings: Vec<Finding>) -> RunReport {
         trigger: Trigger::Periodic,
         job_id: None,
         worst: crate::finding::worst(&findings),
-        exit_code: crate::pipeline::exit::ExitStatus::Ok,
+        exit_code: crate::exit_status::ExitStatus::Ok,
         checks,
         findings,
         uptime_s: None,
@@ -101,7 +101,7 @@ fn unreachable_slurm_is_recorded_once_and_not_retried() {
     );
     assert_eq!(calls, 1, "one failed call ends the attempt");
     assert_eq!(out.changes.len(), 1);
-    assert_eq!(out.changes[0].outcome, Outcome::Failed);
+    assert_eq!(out.changes[0].outcome, ChangeOutcome::Failed);
     assert_eq!(out.changes[0].reason, "hc: XID_79 gpu3");
     assert!(out
         .findings
@@ -155,7 +155,7 @@ fn resume_waits_for_k_clean_runs_and_only_for_auto_resumable_causes() {
     );
     assert_eq!(calls, 1);
     assert_eq!(out.changes[0].action, "resume");
-    assert_eq!(out.changes[0].outcome, Outcome::Failed);
+    assert_eq!(out.changes[0].outcome, ChangeOutcome::Failed);
     // xid: never resumed by us, however many clean runs.
     let mut memory = Memory {
         ours: Some(ours("xid")),
@@ -188,7 +188,7 @@ fn a_state_change_the_database_cannot_keep_is_said_not_dropped() {
             action: "drain".into(),
             reason: "hc: XID_79 gpu3".into(),
             causes: Vec::new(),
-            outcome: Outcome::Applied,
+            outcome: ChangeOutcome::Applied,
             detail: String::new(),
         }],
         ..PolicyResult::default()

@@ -28,10 +28,11 @@ pub mod breaker;
 pub mod plan;
 
 use crate::checks::xid::evaluate::{forget_before_reset, XidState};
-use crate::pipeline::session::NodeSession;
 use crate::policy::memory::{Memory, Ours, PendingReboot};
-use crate::policy::{confirm, slurm, Outcome, PolicyResult, StateChange};
+use crate::policy::{confirm, slurm, PolicyResult};
 use crate::record::{RunReport, Trigger};
+use crate::session::NodeSession;
+use crate::state_change::{ChangeOutcome, StateChange};
 use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::node_state::{NodeWriter, OutState, StateCommand, StateWrite};
@@ -54,7 +55,10 @@ pub fn apply(
 ) -> PolicyResult {
     let settings = &config.remediation;
     // Slurm that just failed the policy is not asked again in this run.
-    let slurm_trouble = policy.changes.iter().any(|c| c.outcome == Outcome::Failed);
+    let slurm_trouble = policy
+        .changes
+        .iter()
+        .any(|c| c.outcome == ChangeOutcome::Failed);
     if !settings.enabled || report.trigger != Trigger::Periodic || slurm_trouble {
         return PolicyResult::default();
     }
@@ -88,7 +92,7 @@ pub fn apply(
     }
     let _ = node_jobs::save_policy_state(store.connection(), &path, &memory.to_json());
     for change in &ctx.result.changes {
-        let row = crate::policy::row(change, now, report.run_id);
+        let row = change.row(now, report.run_id);
         let _ = node_jobs::record_state_change(store.connection(), &path, &row);
     }
     if !ctx.forget.is_empty() {
@@ -117,10 +121,10 @@ impl Ctx<'_> {
         action: &str,
         reason: &str,
         ours: &Ours,
-        outcome: Outcome,
+        outcome: ChangeOutcome,
         detail: String,
     ) {
-        if outcome != Outcome::Applied && outcome != Outcome::DryRun {
+        if outcome != ChangeOutcome::Applied && outcome != ChangeOutcome::DryRun {
             self.result
                 .messages
                 .push(format!("healthcheck: {action}: {detail}"));
@@ -140,16 +144,16 @@ impl Ctx<'_> {
         match NodeWriter::new(&self.cmds, self.dry_run).apply(command) {
             StateWrite::DryRun { shown } => {
                 self.result.messages.push(format!("dry-run: {shown}"));
-                self.change(action, reason, ours, Outcome::DryRun, shown);
+                self.change(action, reason, ours, ChangeOutcome::DryRun, shown);
                 true
             }
             StateWrite::Applied { shown } => {
-                self.change(action, reason, ours, Outcome::Applied, shown);
+                self.change(action, reason, ours, ChangeOutcome::Applied, shown);
                 true
             }
             StateWrite::Failed { shown, error } => {
                 let detail = format!("{shown}: {error}");
-                self.change(action, reason, ours, Outcome::Failed, detail);
+                self.change(action, reason, ours, ChangeOutcome::Failed, detail);
                 false
             }
         }
@@ -166,7 +170,13 @@ impl Ctx<'_> {
         match answer {
             Ok(t) => Some(t),
             Err(e) => {
-                self.change(action, &ours.reason, ours, Outcome::Failed, e.to_string());
+                self.change(
+                    action,
+                    &ours.reason,
+                    ours,
+                    ChangeOutcome::Failed,
+                    e.to_string(),
+                );
                 None
             }
         }
@@ -247,7 +257,13 @@ fn may_start(ctx: &mut Ctx, ours: &Ours) -> bool {
         fraction * 100.0,
         ctx.node()
     );
-    ctx.change("remediation", &ours.reason, ours, Outcome::Breaker, detail);
+    ctx.change(
+        "remediation",
+        &ours.reason,
+        ours,
+        ChangeOutcome::Breaker,
+        detail,
+    );
     false
 }
 
@@ -330,7 +346,7 @@ fn reset(
             )),
             Err(e) => {
                 let detail = format!("`{shown}`: {e}");
-                ctx.change("reset-gpu", &marked, ours, Outcome::Failed, detail);
+                ctx.change("reset-gpu", &marked, ours, ChangeOutcome::Failed, detail);
                 return ResetEnd::Escalate;
             }
         }
@@ -340,7 +356,7 @@ fn reset(
             "reset-gpu",
             &marked,
             ours,
-            Outcome::DryRun,
+            ChangeOutcome::DryRun,
             "then the checks again".into(),
         );
         return ResetEnd::Done;
@@ -356,11 +372,11 @@ fn reset(
     };
     if let Some((why, end)) = why {
         let detail = format!("{}; {why}", done.join(", "));
-        ctx.change("reset-gpu", &marked, ours, Outcome::Failed, detail);
+        ctx.change("reset-gpu", &marked, ours, ChangeOutcome::Failed, detail);
         return end;
     }
     let detail = format!("{}; the checks are clean", done.join(", "));
-    ctx.change("reset-gpu", &marked, ours, Outcome::Applied, detail);
+    ctx.change("reset-gpu", &marked, ours, ChangeOutcome::Applied, detail);
     let command = StateCommand::resume(ctx.node());
     if ctx.write("resume", &ours.reason, ours, &command) {
         ctx.forget.extend(gpus.iter().filter_map(|g| g.pci.clone()));

@@ -1,7 +1,8 @@
 //! The pure half of the remediation: from what took the node out and what
 //! was tried before, the next step. No Slurm, no clock, no commands.
 
-use crate::policy::memory::{Cause, Ours, Repairs};
+use crate::policy::memory::{Ours, Repairs};
+use crate::state_change::Cause;
 use lemonade_config::{Action, RemediationSettings};
 
 /// One GPU to reset.

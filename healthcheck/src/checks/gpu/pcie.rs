@@ -222,4 +222,54 @@ mod tests {
             "PCIE_WIDTH_DEGRADED"
         );
     }
+
+    #[test]
+    fn a_narrow_link_has_one_code_and_one_action_in_both_checks() {
+        use crate::checks::pcie::{self as sysfs_pcie, Link, PciFunction, PcieData};
+        use lemonade_config::PcieSettings;
+        let sysfs = PcieData {
+            functions: vec![PciFunction {
+                bdf: "0000:18:00.0".into(),
+                vendor: "0x10de".into(),
+                device: "0x2330".into(),
+                class: "0x030200".into(),
+                link: Some(Link {
+                    current_speed: Some(32.0),
+                    max_speed: Some(32.0),
+                    current_width: 8,
+                    max_width: 16,
+                }),
+                aer: None,
+            }],
+            unreadable: Vec::new(),
+        };
+        let (seen_by_sysfs, _) = sysfs_pcie::evaluate(
+            &sysfs,
+            &PcieSettings::default(),
+            &sysfs_pcie::PcieState::default(),
+            0,
+        );
+        let nvml = vec![GpuData {
+            id: GpuId::default(),
+            reading: Ok(LinkReadings {
+                generation: Some(5),
+                max_generation: Some(5),
+                width: Some(8),
+                max_width: Some(16),
+                replay: None,
+                idle: false,
+            }),
+        }];
+        let (seen_by_nvml, _) =
+            evaluate(&nvml, &GpuPcieSettings::default(), &PcieState::default(), 0);
+        let meaning = |f: &[crate::finding::Finding]| {
+            let f = f
+                .iter()
+                .find(|f| f.code == WIDTH_DEGRADED)
+                .expect("the fault");
+            (f.severity, f.action)
+        };
+        assert_eq!(meaning(&seen_by_sysfs), meaning(&seen_by_nvml));
+        assert_eq!(meaning(&seen_by_nvml).1, DEGRADED_LINK_ACTION);
+    }
 }

@@ -4,11 +4,12 @@
 //! This check owns the verdict on access: a missing driver, a lost GPU or one
 //! that needs a reset is `down` here, and only `unknown` in the other GPU checks.
 
-use super::session::{self, Failure, GpuData, GpuId, InitFailure};
+use super::session::{self, Failure, GpuData, GpuId};
 use crate::check::{
     Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, ALL_PROFILES,
 };
 use crate::finding::Finding;
+use crate::nvml_handle::InitFailure;
 use lemonade_config::{Action, Config, GpuSettings, Severity};
 use nvml_wrapper::Nvml;
 use std::collections::BTreeMap;

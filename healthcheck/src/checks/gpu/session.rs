@@ -7,6 +7,7 @@
 
 use crate::check::{CheckContext, CheckOutput};
 use crate::finding::Finding;
+use crate::nvml_handle::{self, InitFailure};
 use lemonade_config::{Action, Severity};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -18,15 +19,6 @@ pub const NVML_UNAVAILABLE: &str = "NVML_UNAVAILABLE";
 pub const GPU_INACCESSIBLE: &str = "GPU_INACCESSIBLE";
 /// Code of an NVML error nobody expects: the checker's problem, not the node's.
 pub const NVML_ERROR: &str = "NVML_ERROR";
-
-/// Why NVML could not be initialised.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InitFailure {
-    /// The driver is gone: library missing, kernel module not loaded, or a
-    /// library that does not match the loaded module (upgraded, not rebooted).
-    pub driver_gone: bool,
-    pub message: String,
-}
 
 /// Why one NVML call did not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,26 +132,8 @@ pub fn expects_gpus(ctx: &CheckContext) -> bool {
 pub fn nvml(ctx: &CheckContext) -> Result<Arc<Nvml>, InitFailure> {
     ctx.shared
         .nvml
-        .get_or_init(|| init(&ctx.config.checks.gpu.library_path))
+        .get_or_init(|| nvml_handle::load(&ctx.config.checks.gpu.library_path))
         .clone()
-}
-
-fn init(library: &std::path::Path) -> Result<Arc<Nvml>, InitFailure> {
-    let result = Nvml::builder().lib_path(library.as_os_str()).init();
-    result.map(Arc::new).map_err(|e| {
-        let driver_gone = matches!(
-            e,
-            NvmlError::LibloadingError(_)
-                | NvmlError::FailedToLoadSymbol(_)
-                | NvmlError::DriverNotLoaded
-                | NvmlError::LibRmVersionMismatch
-                | NvmlError::LibraryNotFound
-        );
-        InitFailure {
-            driver_gone,
-            message: format!("cannot initialise NVML from {}: {e}", library.display()),
-        }
-    })
 }
 
 /// A check other than `gpu` cannot reach NVML: `unknown`, because the `gpu`

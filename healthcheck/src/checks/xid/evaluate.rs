@@ -7,7 +7,8 @@
 
 use super::catalog::{self, Rule};
 use super::gpus::{gpu_at, gpu_of, Gpu};
-use super::kmsg::{Cursor, ReadSummary};
+use super::kernel_log;
+use super::kmsg::{Cursor, KmsgRecord, ReadSummary};
 use super::parse::{self, Nvrm, Recovery, XidLine};
 use crate::check::Event;
 use crate::finding::Finding;
@@ -28,16 +29,6 @@ const MAX_TALLIES: usize = 512;
 const MAX_PROBLEMS: usize = 16;
 /// Longest driver text kept per tally and per event.
 const MAX_TEXT: usize = 240;
-
-/// A driver line the check read, as gathered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KmsgRecord {
-    pub seq: u64,
-    pub ts_usec: u64,
-    /// Line number in a file source.
-    pub line: Option<u64>,
-    pub message: String,
-}
 
 /// Everything `gather` read.
 #[derive(Debug, Clone, Default)]
@@ -73,7 +64,7 @@ pub struct XidState {
     pub problems: Vec<Problem>,
     /// Host hardware errors matched in the same pass, per (code, entity).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel_log: Vec<super::kernel_log::Tally>,
+    pub kernel_log: Vec<kernel_log::Tally>,
 }
 
 /// One XID on one GPU since boot.
@@ -171,7 +162,7 @@ pub fn evaluate(
             }),
             Nvrm::Other => {
                 if settings.kernel_log.enabled {
-                    events.extend(super::kernel_log::fold(
+                    events.extend(kernel_log::fold(
                         &mut state.kernel_log,
                         record,
                         at,
@@ -206,7 +197,7 @@ pub fn evaluate(
 
     let mut findings = findings(gathered, settings, &state, now);
     if settings.kernel_log.enabled {
-        findings.extend(super::kernel_log::findings(
+        findings.extend(kernel_log::findings(
             &state.kernel_log,
             &settings.kernel_log,
             &settings.window_s,

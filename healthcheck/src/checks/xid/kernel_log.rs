@@ -5,7 +5,7 @@
 //! cursor, same records), folded into a since-boot tally per (code, entity)
 //! kept in the XID state, and judged with the XIDs' windows.
 
-use super::evaluate::KmsgRecord;
+use super::kmsg::KmsgRecord;
 use crate::check::Event;
 use crate::finding::Finding;
 use lemonade_config::{Action, KernelLogSettings, Severity, WindowsBySeverity};

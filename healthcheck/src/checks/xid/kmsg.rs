@@ -31,6 +31,16 @@ pub struct Cursor {
     pub line: Option<u64>,
 }
 
+/// A record the check keeps (a driver line or a host hardware error), owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KmsgRecord {
+    pub seq: u64,
+    pub ts_usec: u64,
+    /// Line number in a file source.
+    pub line: Option<u64>,
+    pub message: String,
+}
+
 /// One record as read.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry<'a> {

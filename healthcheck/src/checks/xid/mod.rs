@@ -26,7 +26,8 @@ use crate::check::{
     ALL_PROFILES,
 };
 use crate::root::{NodeRoot, ReadError};
-use evaluate::{Gathered, KmsgRecord, XidState};
+use evaluate::{Gathered, XidState};
+use kmsg::KmsgRecord;
 use lemonade_config::{Config, XidSettings};
 use std::path::{Path, PathBuf};
 
