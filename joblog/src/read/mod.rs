@@ -1,0 +1,160 @@
+//! Reading a job's log as root, when the path came from the job's user:
+//! [`read_tail`] returns the file's tail or the reason it was skipped. A
+//! skipped log is never an error that stops the caller: `lemon ingest`
+//! counts the reasons ([`Skip::name`]) in its summary.
+
+mod deadline;
+mod walk;
+
+use crate::tail::{Limits, LogTail};
+use nix::errno::Errno;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+pub use deadline::stalled_now;
+
+/// Why a log was not read. Each reason has a stable short name for the
+/// ingest summary's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Skip {
+    /// No file there, an empty path, or `/dev/null`: the job kept no log.
+    NoLog,
+    /// The path is relative: Slurm's columns hold absolute, expanded paths.
+    NotAbsolute,
+    /// A component of the path, or the file itself, is a symbolic link.
+    Symlink,
+    /// A FIFO, socket, device or directory instead of a regular file.
+    NotRegular,
+    /// The file does not belong to the job's user.
+    WrongOwner,
+    /// A directory on the way belongs to another user, can be written by
+    /// others without the sticky bit, or the path holds `..`.
+    UnsafeParent,
+    /// Opening and reading took longer than [`Limits::timeout`].
+    TimedOut,
+    /// Not tried: [`Limits::max_stalled`] earlier reads are still hanging.
+    TooManyStalled,
+    /// The file changed under us (replaced while opened, stale NFS handle).
+    Vanished,
+    /// Permission or I/O error.
+    Unreadable,
+}
+
+impl Skip {
+    /// The stable short name, e.g. `symlink` or `too_slow`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Skip::NoLog => "no_log",
+            Skip::NotAbsolute => "not_absolute",
+            Skip::Symlink => "symlink",
+            Skip::NotRegular => "not_regular",
+            Skip::WrongOwner => "wrong_owner",
+            Skip::UnsafeParent => "unsafe_parent",
+            Skip::TimedOut => "too_slow",
+            Skip::TooManyStalled => "too_many_stalled",
+            Skip::Vanished => "vanished",
+            Skip::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reads the tail of the log at `path`, which must be a regular file owned
+/// by `expected_owner_uid` reached through no symbolic link and no directory
+/// another user could change (see issue 36, "Paths"). Takes at most
+/// [`Limits::timeout`]: a read stuck on a hung mount is abandoned.
+pub fn read_tail(path: &Path, expected_owner_uid: u32, limits: &Limits) -> Result<LogTail, Skip> {
+    let path = path.to_path_buf();
+    let limits_for_reader = limits.clone();
+    deadline::run(limits.timeout, limits.max_stalled, move || {
+        let file = walk::open_checked(&path, expected_owner_uid)?;
+        read_end(&file, &limits_for_reader)
+    })
+}
+
+/// The last [`Limits::effective_tail_bytes`] of an opened file. A file that
+/// shrinks meanwhile yields what is left; one deleted meanwhile is still
+/// read through its descriptor.
+fn read_end(file: &File, limits: &Limits) -> Result<LogTail, Skip> {
+    let size = file
+        .metadata()
+        .map_err(|e| walk::skip_for(io_errno(&e)))?
+        .len();
+    let want = limits.effective_tail_bytes().min(size);
+    let start = size - want;
+    let mut buf = vec![0u8; want as usize];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], start + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(walk::skip_for(io_errno(&e))),
+        }
+    }
+    buf.truncate(filled);
+    Ok(LogTail::from_bytes(&buf, start > 0, limits))
+}
+
+fn io_errno(e: &std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn my_uid() -> u32 {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
+    #[test]
+    fn a_file_deleted_after_it_was_opened_is_still_read_through_its_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slurm-1.out");
+        let mut f = File::create(&path).unwrap();
+        f.write_all(b"step 1\nCUDA error: uncorrectable ECC error encountered\n")
+            .unwrap();
+        let opened = walk::open_checked(&path, my_uid()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let tail = read_end(&opened, &Limits::default()).unwrap();
+        assert!(tail.lines().any(|l| l.starts_with(b"CUDA error")));
+    }
+
+    #[test]
+    fn a_file_truncated_after_it_was_opened_yields_what_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slurm-1.out");
+        std::fs::write(&path, b"a\nb\n").unwrap();
+        let opened = walk::open_checked(&path, my_uid()).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(read_end(&opened, &Limits::default()).unwrap().bytes(), b"");
+    }
+
+    #[test]
+    fn every_skip_has_a_distinct_short_name() {
+        let all = [
+            Skip::NoLog,
+            Skip::NotAbsolute,
+            Skip::Symlink,
+            Skip::NotRegular,
+            Skip::WrongOwner,
+            Skip::UnsafeParent,
+            Skip::TimedOut,
+            Skip::TooManyStalled,
+            Skip::Vanished,
+            Skip::Unreadable,
+        ];
+        let names: std::collections::BTreeSet<_> = all.iter().map(|s| s.name()).collect();
+        assert_eq!(names.len(), all.len());
+        assert_eq!(Skip::TimedOut.name(), "too_slow");
+    }
+}
