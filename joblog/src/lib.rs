@@ -11,8 +11,12 @@
 //!
 //! `lemon ingest` calls these three in that order for each failed job.
 
+mod catalog;
 mod read;
+mod scan;
 mod tail;
 
+pub use catalog::{Catalog, CatalogError, Class, Component, Localize, Signature, DEFAULT_FILE};
 pub use read::{read_tail, stalled_now, Skip};
+pub use scan::Hit;
 pub use tail::{Limits, LogTail};
