@@ -6,6 +6,25 @@
 use lemonade_slurm::bounded::{self, BoundedError, Streams};
 use std::process::Command;
 use std::time::Duration;
+use thiserror::Error;
+
+/// Why a program did not run to a good end; each says why in one line.
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("empty command")]
+    EmptyCommand,
+    #[error("could not start: {0}")]
+    Spawn(std::io::Error),
+    #[error("killed at the {:.1} s deadline", .0.as_secs_f64())]
+    Deadline(Duration),
+    /// It ran and exited with a status other than 0; `stderr_tail` is the
+    /// last 200 characters of what it wrote to stderr.
+    #[error("exited with {status}: {stderr_tail}")]
+    Failed {
+        status: std::process::ExitStatus,
+        stderr_tail: String,
+    },
+}
 
 /// A program that ran to its end within the deadline.
 #[derive(Debug)]
@@ -20,7 +39,7 @@ pub struct Finished {
 /// error. An error says why in a line: `could not start: ...`, `killed at
 /// the 10.0 s deadline`, or `exited with exit status: 3: <the end of its
 /// stderr>`.
-pub fn run(argv: &[String], input: &[u8], timeout: Duration) -> Result<Finished, String> {
+pub fn run(argv: &[String], input: &[u8], timeout: Duration) -> Result<Finished, RunError> {
     run_to_end(argv, input, timeout, false)
 }
 
@@ -30,7 +49,7 @@ pub fn run_any_status(
     argv: &[String],
     input: &[u8],
     timeout: Duration,
-) -> Result<Finished, String> {
+) -> Result<Finished, RunError> {
     run_to_end(argv, input, timeout, true)
 }
 
@@ -39,17 +58,15 @@ fn run_to_end(
     input: &[u8],
     timeout: Duration,
     any_status: bool,
-) -> Result<Finished, String> {
+) -> Result<Finished, RunError> {
     let Some(program) = argv.first() else {
-        return Err("empty command".into());
+        return Err(RunError::EmptyCommand);
     };
     let mut cmd = Command::new(program);
     cmd.args(&argv[1..]);
     let done = bounded::run(cmd, Some(input), Streams::Capture, timeout).map_err(|e| match e {
-        BoundedError::Spawn { source, .. } => format!("could not start: {source}"),
-        BoundedError::Timeout { .. } => {
-            format!("killed at the {:.1} s deadline", timeout.as_secs_f64())
-        }
+        BoundedError::Spawn { source, .. } => RunError::Spawn(source),
+        BoundedError::Timeout { .. } => RunError::Deadline(timeout),
     })?;
     if done.status.success() || any_status {
         return Ok(Finished {
@@ -59,7 +76,7 @@ fn run_to_end(
         });
     }
     let stderr = String::from_utf8_lossy(&done.stderr);
-    let tail: String = stderr
+    let stderr_tail: String = stderr
         .trim()
         .chars()
         .rev()
@@ -68,5 +85,8 @@ fn run_to_end(
         .into_iter()
         .rev()
         .collect();
-    Err(format!("exited with {}: {tail}", done.status))
+    Err(RunError::Failed {
+        status: done.status,
+        stderr_tail,
+    })
 }

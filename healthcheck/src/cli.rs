@@ -6,6 +6,7 @@ use crate::output::Format;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
+use thiserror::Error;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -177,11 +178,22 @@ pub struct HistoryArgs {
     pub limit: usize,
 }
 
+/// Why `--since` could not be read; `text` is what was given, trimmed.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SinceError {
+    #[error("--since `{text}`: unknown unit `{unit}` (use s, m, h, d or w)")]
+    UnknownUnit { text: String, unit: char },
+    #[error("--since `{text}`: further back than a date can be")]
+    TooFarBack { text: String },
+    #[error("--since `{text}`: expected a span like 24h or 7d, a date like 2026-11-01, or an RFC 3339 time")]
+    Unreadable { text: String },
+}
+
 /// Parses `--since`: a span back from `now` (`90s`, `30m`, `24h`, `7d`), a date, or RFC 3339.
 pub fn parse_since(
     text: &str,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<chrono::DateTime<chrono::Utc>, String> {
+) -> Result<chrono::DateTime<chrono::Utc>, SinceError> {
     let t = text.trim();
     if let Some(unit) = t.chars().last().filter(|c| c.is_ascii_alphabetic()) {
         if let Ok(n) = t[..t.len() - 1].parse::<i64>() {
@@ -192,16 +204,19 @@ pub fn parse_since(
                 'd' => 86_400,
                 'w' => 7 * 86_400,
                 _ => {
-                    return Err(format!(
-                        "--since `{t}`: unknown unit `{unit}` (use s, m, h, d or w)"
-                    ))
+                    return Err(SinceError::UnknownUnit {
+                        text: t.to_string(),
+                        unit,
+                    })
                 }
             };
             return n
                 .checked_mul(per_unit)
                 .and_then(chrono::Duration::try_seconds)
                 .and_then(|span| now.checked_sub_signed(span))
-                .ok_or_else(|| format!("--since `{t}`: further back than a date can be"));
+                .ok_or_else(|| SinceError::TooFarBack {
+                    text: t.to_string(),
+                });
         }
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
@@ -210,7 +225,9 @@ pub fn parse_since(
     if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
         return Ok(d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc());
     }
-    Err(format!("--since `{t}`: expected a span like 24h or 7d, a date like 2026-11-01, or an RFC 3339 time"))
+    Err(SinceError::Unreadable {
+        text: t.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -226,9 +243,9 @@ mod tests {
             "-9223372036854775807s",
         ] {
             let err = parse_since(huge, now).unwrap_err();
-            assert!(
-                err.contains("further back than a date can be"),
-                "{huge}: {err}"
+            assert_eq!(
+                err.to_string(),
+                format!("--since `{huge}`: further back than a date can be")
             );
         }
         assert_eq!(

@@ -7,7 +7,7 @@ use crate::finding::{Finding, OfJob};
 use crate::record::RunReport;
 use crate::state_change::StateChange;
 use lemonade_config::Config;
-use lemonade_spool::{Body, Record, TaskExit};
+use lemonade_spool::{self as spool, Body, TaskExit};
 use lemonade_sql::node::NodeStore;
 use lemonade_sql::node_jobs;
 use std::collections::BTreeMap;
@@ -230,10 +230,10 @@ fn export_rotating(
             malformed,
         });
     }
-    let records: Vec<Record> = timed
+    let records: Vec<spool::Record> = timed
         .into_iter()
         .enumerate()
-        .map(|(i, (t, body))| Record {
+        .map(|(i, (t, body))| spool::Record {
             seq: state.next_seq + i as u64,
             epoch: state.epoch.clone(),
             node: node.to_string(),

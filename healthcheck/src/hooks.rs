@@ -110,7 +110,7 @@ pub fn notify(settings: &HooksSettings, events: &[HookEvent], dry_run: bool) -> 
                         ChangeOutcome::Applied,
                         format!("ok in {:.0} ms", done.elapsed.as_secs_f64() * 1000.0),
                     ),
-                    Err(e) => (ChangeOutcome::Failed, e),
+                    Err(e) => (ChangeOutcome::Failed, e.to_string()),
                 };
             runs.push(HookRun {
                 event: i,

@@ -62,7 +62,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
         Some(Command::History(args)) => {
             let config =
                 load_config(&global, &node_name(&global)?).context("cannot read the config")?;
-            let since = parse_since(&args.since, chrono::Utc::now()).map_err(anyhow::Error::msg)?;
+            let since = parse_since(&args.since, chrono::Utc::now())?;
             // Reading the history creates and changes nothing, like `--no-record`.
             let store = lemonade_sql::node::NodeStore::open_read_only(
                 &config.store.path,
@@ -169,7 +169,7 @@ fn run(global: &GlobalArgs, args: RunArgs, trigger: Trigger) -> Result<u8> {
         job_record: None,
         recheck: recheck_argv(global, &request_node),
     };
-    let outcome = pipeline::run(config, &checks::all(), &request).map_err(anyhow::Error::msg)?;
+    let outcome = pipeline::run(config, &checks::all(), &request)?;
     for line in outcome.stderr_lines() {
         eprintln!("{line}");
     }

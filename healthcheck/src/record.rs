@@ -15,6 +15,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use thiserror::Error;
 
 /// Code of every check's finding when the config cannot be read.
 pub const CONFIG_ERROR: &str = "CONFIG_ERROR";
@@ -79,20 +80,32 @@ pub struct RunReport {
     pub run_id: Option<i64>,
 }
 
+/// A check named for a run (`--checks`) that the registry does not have.
+#[derive(Debug, Error)]
+#[error("no check named `{name}` (known: {})", .known.join(", "))]
+pub struct UnknownCheck {
+    pub name: String,
+    /// The registry's checks, in its order.
+    pub known: Vec<&'static str>,
+}
+
 /// The checks a run executes: those named, or the enabled ones of the profile.
 pub fn select<'a>(
     registry: &'a [Arc<dyn Check>],
     config: &Config,
     opts: &RunOptions,
-) -> Result<Vec<&'a Arc<dyn Check>>, String> {
+) -> Result<Vec<&'a Arc<dyn Check>>, UnknownCheck> {
     match &opts.only {
         Some(names) => names
             .iter()
             .map(|n| {
-                registry.iter().find(|c| c.name() == n).ok_or_else(|| {
-                    let known: Vec<_> = registry.iter().map(|c| c.name()).collect();
-                    format!("no check named `{n}` (known: {})", known.join(", "))
-                })
+                registry
+                    .iter()
+                    .find(|c| c.name() == n)
+                    .ok_or_else(|| UnknownCheck {
+                        name: n.clone(),
+                        known: registry.iter().map(|c| c.name()).collect(),
+                    })
             })
             .collect(),
         None => Ok(registry
@@ -120,7 +133,7 @@ pub fn run_checks(
     opts: &RunOptions,
     previous: &HashMap<String, String>,
     started: Instant,
-) -> Result<Checked, String> {
+) -> Result<Checked, UnknownCheck> {
     let fallback = Config::default();
     let selected = select(registry, config.as_ref().unwrap_or(&fallback), opts)?;
     Ok(match config {

@@ -7,7 +7,7 @@
 
 use crate::check::{Check, CheckContext, Profile, Shared};
 use crate::pipeline;
-use crate::record::{self, RunOptions, RunReport, Trigger};
+use crate::record::{self, RunOptions, RunReport, Trigger, UnknownCheck};
 use crate::root::NodeRoot;
 use crate::session::StoreUse;
 use lemonade_config::Config;
@@ -27,8 +27,8 @@ pub enum SnapshotError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Run(String),
+    #[error(transparent)]
+    Run(#[from] UnknownCheck),
 }
 
 #[derive(Serialize)]

@@ -16,11 +16,11 @@
 
 use crate::check::Check;
 use crate::exit_status::ExitStatus;
-use crate::export::{self, Exported, Inventory};
+use crate::export::{self, ExportError, Exported, Inventory};
 use crate::finding::worst;
 use crate::hooks::{self, HookEvent};
 use crate::policy::{self, confirm, PolicyResult};
-use crate::record::{self, RunOptions, RunReport};
+use crate::record::{self, RunOptions, RunReport, UnknownCheck};
 use crate::repair;
 use crate::session::{self, NodeSession, StoreUse};
 use crate::state_change::{ChangeOutcome, StateChange};
@@ -30,6 +30,7 @@ use lemonade_spool::Body;
 use lemonade_sql::node_jobs;
 use std::sync::Arc;
 use std::time::Instant;
+use thiserror::Error;
 
 /// What to run, and what to do after.
 #[derive(Debug, Clone)]
@@ -61,16 +62,28 @@ pub enum JobRecord {
     },
 }
 
+/// Why a run exported nothing for the head node.
+#[derive(Debug, Error)]
+pub enum NotExported {
+    /// A checker that cannot read its config applies no policy and exports nothing.
+    #[error("config error: no policy, no export")]
+    ConfigError,
+    #[error("the node database is unavailable: nothing exported")]
+    NoStore,
+    #[error(transparent)]
+    Export(#[from] ExportError),
+}
+
 /// What a run did.
-pub struct Outcome {
+pub struct RunOutcome {
     /// The checks' findings, the store's, and the policy's.
     pub report: RunReport,
     pub policy: PolicyResult,
     /// What was exported, or why nothing was.
-    pub exported: Result<Exported, String>,
+    pub exported: Result<Exported, NotExported>,
 }
 
-impl Outcome {
+impl RunOutcome {
     /// The exit status: the checks' own, raised to a warning by a warning of
     /// the policy (its unknowns, Slurm unreachable, are our own failure).
     pub fn exit(&self) -> ExitStatus {
@@ -112,7 +125,7 @@ pub fn run(
     config: Result<Config, ConfigError>,
     registry: &[Arc<dyn Check>],
     request: &Request,
-) -> Result<Outcome, String> {
+) -> Result<RunOutcome, UnknownCheck> {
     let started = Instant::now();
     let opts = &request.run;
     let mut session =
@@ -147,10 +160,7 @@ pub fn run(
     report.worst = worst(&report.findings);
     let (policy, exported) = match (&config, request.apply_policy) {
         (Ok(config), true) => after_checks(config, request, &report, &mut session, job_body),
-        (Err(_), true) => (
-            PolicyResult::default(),
-            Err("config error: no policy, no export".into()),
-        ),
+        (Err(_), true) => (PolicyResult::default(), Err(NotExported::ConfigError)),
         (_, false) => (PolicyResult::default(), Ok(Exported::default())),
     };
     let mut report = with_policy(report, &policy);
@@ -159,7 +169,7 @@ pub fn run(
         report.worst = worst(&report.findings);
     }
     report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(Outcome {
+    Ok(RunOutcome {
         report,
         policy,
         exported,
@@ -173,7 +183,7 @@ fn after_checks(
     report: &RunReport,
     session: &mut NodeSession,
     job_body: Option<Body>,
-) -> (PolicyResult, Result<Exported, String>) {
+) -> (PolicyResult, Result<Exported, NotExported>) {
     let mut policy = policy::apply(config, report, request.dry_run, session);
     let repaired = repair::apply(
         config,
@@ -310,15 +320,19 @@ fn export_with(
     node: &str,
     now: DateTime<Utc>,
     bodies: Vec<Body>,
-) -> Result<Exported, String> {
+) -> Result<Exported, NotExported> {
     if !session.records() {
         return Ok(Exported::default());
     }
     match session.writable() {
-        Some(store) => {
-            export::export(config, store, node, now.timestamp(), bodies).map_err(|e| e.to_string())
-        }
-        None => Err("the node database is unavailable: nothing exported".into()),
+        Some(store) => Ok(export::export(
+            config,
+            store,
+            node,
+            now.timestamp(),
+            bodies,
+        )?),
+        None => Err(NotExported::NoStore),
     }
 }
 
@@ -330,7 +344,7 @@ pub fn record_job_only(
     node: &str,
     job: &JobRecord,
     now: DateTime<Utc>,
-) -> Result<Exported, String> {
+) -> Result<Exported, NotExported> {
     let mut session = NodeSession::open(config, StoreUse::Record);
     let body = record_job(&mut session, job, now);
     export_with(config, &mut session, node, now, vec![body])

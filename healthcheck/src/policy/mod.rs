@@ -163,7 +163,7 @@ pub fn decide(
         .collect();
     let causes = reason::causes(&confirmed);
     let waiting = !result.unconfirmed.is_empty();
-    let mut ctx = Ctx {
+    let mut ctx = PolicyCtx {
         config,
         now: report.started_at.timestamp(),
         node: &report.node,
@@ -212,7 +212,9 @@ fn unknown_streaks(
     }
 }
 
-struct Ctx<'a> {
+/// The policy at work on one run: what it decides with, and what it has
+/// done so far.
+struct PolicyCtx<'a> {
     config: &'a Config,
     now: i64,
     node: &'a str,
@@ -222,7 +224,7 @@ struct Ctx<'a> {
     result: PolicyResult,
 }
 
-impl Ctx<'_> {
+impl PolicyCtx<'_> {
     fn change(
         &mut self,
         action: &str,
@@ -284,7 +286,7 @@ impl Ctx<'_> {
     }
 }
 
-fn take_out(ctx: &mut Ctx, causes: &[&Finding], memory: &mut Memory) {
+fn take_out(ctx: &mut PolicyCtx, causes: &[&Finding], memory: &mut Memory) {
     let down = causes[0].severity == Severity::Down;
     let action = if down { "down" } else { "drain" };
     let reason = reason::text(causes);
@@ -396,7 +398,7 @@ fn keep_ours(memory: &mut Memory, action: &str, reason: &str, causes: Vec<Cause>
 }
 
 /// `drain-requeue`: the node is drained; requeue what runs on it.
-fn requeue_running(ctx: &mut Ctx, reason: &str, causes: &[Cause]) {
+fn requeue_running(ctx: &mut PolicyCtx, reason: &str, causes: &[Cause]) {
     if ctx.dry_run {
         // Which jobs run is not asked in a dry run: the command shows where they go.
         let placeholder = StateCommand::requeue(&["<jobs running on node>".into()]);
@@ -415,7 +417,7 @@ fn requeue_running(ctx: &mut Ctx, reason: &str, causes: &[Cause]) {
     ctx.write("requeue", reason, causes, &StateCommand::requeue(&jobs));
 }
 
-fn maybe_resume(ctx: &mut Ctx, report: &RunReport, memory: &mut Memory) {
+fn maybe_resume(ctx: &mut PolicyCtx, report: &RunReport, memory: &mut Memory) {
     let Some(ours) = memory.ours.as_mut() else {
         return;
     };

@@ -75,7 +75,7 @@ pub fn apply(
     );
     let now = report.started_at.timestamp();
     plan::prune(&mut memory.repairs, now, settings.window_days);
-    let mut ctx = Ctx {
+    let mut ctx = RepairCtx {
         config,
         report,
         dry_run: dry_run || config.policy.dry_run,
@@ -101,7 +101,9 @@ pub fn apply(
     ctx.result
 }
 
-struct Ctx<'a> {
+/// The remediation at work on one run: what it acts with, and what it has
+/// done so far.
+struct RepairCtx<'a> {
     config: &'a Config,
     report: &'a RunReport,
     dry_run: bool,
@@ -111,7 +113,7 @@ struct Ctx<'a> {
     forget: Vec<String>,
 }
 
-impl Ctx<'_> {
+impl RepairCtx<'_> {
     fn node(&self) -> &str {
         &self.report.node
     }
@@ -194,7 +196,7 @@ impl Ctx<'_> {
     }
 }
 
-fn remediate(ctx: &mut Ctx, ours: &Ours, recheck: &[String], memory: &mut Memory) {
+fn remediate(ctx: &mut RepairCtx, ours: &Ours, recheck: &[String], memory: &mut Memory) {
     let step = plan::next_step(ours, &memory.repairs, &ctx.config.remediation, false);
     if step == Step::Nothing {
         return;
@@ -233,7 +235,7 @@ fn remediate(ctx: &mut Ctx, ours: &Ours, recheck: &[String], memory: &mut Memory
 }
 
 /// No running job, and the breaker lets a new remediation start.
-fn may_start(ctx: &mut Ctx, ours: &Ours) -> bool {
+fn may_start(ctx: &mut RepairCtx, ours: &Ours) -> bool {
     let answer = slurm::running_jobs(&ctx.cmds, ctx.node());
     match ctx.ask("remediation", ours, answer) {
         Some(jobs) if jobs.is_empty() => {}
@@ -301,7 +303,7 @@ fn time_left(report: &RunReport) -> Duration {
 
 /// Resets each GPU and checks again.
 fn reset(
-    ctx: &mut Ctx,
+    ctx: &mut RepairCtx,
     ours: &Ours,
     down: bool,
     gpus: &[GpuReset],
@@ -458,7 +460,7 @@ fn judge_recheck(report: &serde_json::Value) -> Recheck {
     Recheck::Clean
 }
 
-fn reboot(ctx: &mut Ctx, ours: &Ours, memory: &mut Memory) {
+fn reboot(ctx: &mut RepairCtx, ours: &Ours, memory: &mut Memory) {
     let reason = with_remark(&ours.reason, "reboot");
     let command = StateCommand::reboot(ctx.node(), &reason);
     memory
@@ -473,7 +475,7 @@ fn reboot(ctx: &mut Ctx, ours: &Ours, memory: &mut Memory) {
     }
 }
 
-fn hand_over(ctx: &mut Ctx, ours: &Ours, down: bool, why: &HandOver, memory: &mut Memory) {
+fn hand_over(ctx: &mut RepairCtx, ours: &Ours, down: bool, why: &HandOver, memory: &mut Memory) {
     let reason = with_remark(&ours.reason, why.remark());
     if ctx.keep_out("hand-over", ours, down, &reason) {
         if let Some(c) = ctx.result.changes.last_mut() {
@@ -486,7 +488,7 @@ fn hand_over(ctx: &mut Ctx, ours: &Ours, down: bool, why: &HandOver, memory: &mu
 }
 
 /// The first periodic run after the reboot Slurm did decides.
-fn after_reboot(ctx: &mut Ctx, ours: &Ours, policy: &PolicyResult, memory: &mut Memory) {
+fn after_reboot(ctx: &mut RepairCtx, ours: &Ours, policy: &PolicyResult, memory: &mut Memory) {
     let answer = sinfo::node(&ctx.cmds, ctx.node());
     let Some(current) = ctx.ask("reboot", ours, answer) else {
         return;
