@@ -12,11 +12,17 @@
 //! `lemon ingest` calls these three in that order for each failed job.
 
 mod catalog;
+mod classify;
+mod evidence;
+mod layout;
 mod read;
 mod scan;
 mod tail;
 
 pub use catalog::{Catalog, CatalogError, Class, Component, Localize, Signature, DEFAULT_FILE};
+pub use classify::{classify, Verdict, VerdictKind, MAX_EVIDENCE};
+pub use evidence::EVIDENCE_CHARS;
+pub use layout::JobLayout;
 pub use read::{read_tail, stalled_now, Skip};
 pub use scan::Hit;
 pub use tail::{Limits, LogTail};

@@ -7,7 +7,7 @@
 //! they say so on stderr and return, unless `LEMONADE_REQUIRE_CLUSTER` is
 //! set (scripts/test, as root), where a missing privilege fails them.
 
-use joblog::{read_tail, Limits, Skip};
+use joblog::{classify, read_tail, Catalog, JobLayout, Limits, LogTail, Skip, VerdictKind};
 use std::io::Write;
 use std::os::unix::fs::{symlink, FileExt, PermissionsExt};
 use std::path::Path;
@@ -92,6 +92,18 @@ fn a_symlink_to_a_root_only_file_with_a_hardware_signature_is_skipped_and_its_te
     let result = read_tail(&link, job_uid, &Limits::default());
     assert_eq!(result, Err(Skip::Symlink));
     assert!(!format!("{result:?}").contains("SECRET"));
+    // What ingest would store: the verdict from the tails that were read.
+    let layout = JobLayout::new(vec!["gpu666".into()], 8);
+    let catalog = Catalog::defaults();
+    let tails: Vec<_> = result.into_iter().collect();
+    let verdict = classify(&layout, &tails, &catalog);
+    assert_eq!(verdict.kind, VerdictKind::Unknown);
+    assert!(!format!("{verdict:?}").contains("SECRET"));
+    // The control: the same text, read, would have been a hardware verdict with it.
+    let read = LogTail::from_bytes(SECRET.as_bytes(), false, &Limits::default());
+    let control = classify(&layout, &[read], &catalog);
+    assert_eq!(control.kind, VerdictKind::HardwareOn("gpu666".into()));
+    assert!(format!("{control:?}").contains("SECRET"));
 }
 
 #[test]
