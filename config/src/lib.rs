@@ -1,7 +1,7 @@
 //! The schema of `lemonade.toml`, the one configuration file of Lemonade.
 //!
 //! The file has a section per component (`[slurm]`, `[store]`, `[checks.xid]`,
-//! `[policy]`, `[lemon]`, ...). Per-node overrides are `[[node]]` blocks whose
+//! `[policy]`, `[lemon]`, `[watch]`, ...). Per-node overrides are `[[node]]` blocks whose
 //! `hosts` is a Slurm hostlist; the blocks that match a node are merged over the
 //! base in file order, so later blocks win:
 //!
@@ -25,6 +25,7 @@ mod load;
 mod node;
 mod severity;
 pub mod spank;
+mod watch;
 mod xid;
 
 pub use checks::*;
@@ -34,6 +35,7 @@ pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
 pub use severity::{Action, Severity};
+pub use watch::*;
 pub use xid::*;
 
 use serde::{Deserialize, Serialize};
@@ -51,6 +53,7 @@ pub struct Config {
     pub remediation: RemediationSettings,
     pub checks: ChecksSettings,
     pub lemon: LemonSettings,
+    pub watch: WatchSettings,
     /// The `[[node]]` override blocks as written. [`load`] has already applied
     /// the ones matching the node, and leaves this empty.
     #[serde(skip_serializing)]

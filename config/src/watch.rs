@@ -1,0 +1,106 @@
+//! `[watch]`: the in-job faulty-machine detector (`lemon watch`, after Minder).
+//!
+//! Every value is relative to the job itself: the detector needs no training
+//! data from outside the job. The defaults suit samples 10 s apart from
+//! data-parallel training jobs of 4 or more nodes.
+
+use serde::{Deserialize, Serialize};
+
+/// `[watch]`: how samples are bucketed, learned, compared and called.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchSettings {
+    /// Length of one detection step in seconds. Samples are bucketed into
+    /// steps, so nodes whose clocks differ by a few seconds still meet.
+    pub interval_s: i64,
+    /// A node's latest sample counts for a step only if it is at most this
+    /// old; older, the node is missing for that step.
+    pub stale_s: i64,
+    /// A job whose nodes have all been silent this long is forgotten (it ended).
+    pub forget_after_s: i64,
+    /// Seconds from a job's first sample during which nothing is called:
+    /// start-up and data loading are noisy and nodes start at different times.
+    pub warmup_s: i64,
+    /// The last part of the warm-up, in seconds, from which each node's own
+    /// place among its peers (its baseline) and each metric's noise are learned.
+    pub baseline_s: i64,
+    /// Denoising: each value is the median of a node's last this many samples
+    /// of the metric (one inflated or dropped sample never makes a call).
+    pub denoise_samples: usize,
+    /// A node is a candidate when its combined distance from its peers, in
+    /// robust standard deviations, reaches this.
+    pub threshold: f64,
+    /// Per metric, a distance below this many robust deviations is noise and
+    /// adds nothing to the combined distance.
+    pub evidence_z: f64,
+    /// The smallest spread a metric is given, as a fraction of the job's
+    /// level of it: peers that agree to the last digit do not make 1% a fault.
+    pub min_spread: f64,
+    /// Values are divided by the job's level plus this fraction of the
+    /// metric's warm-up level, so metrics that sit at 0 (`pfc_pause`, `cnp`)
+    /// compare without dividing by zero.
+    pub floor_fraction: f64,
+    /// The candidate is called only if no other node is at least this
+    /// fraction as far out: several nodes moving together are a group (a
+    /// pipeline stage) or a shared phase, not one faulty machine.
+    pub uniqueness: f64,
+    /// Continuity: consecutive steps a node must stay the candidate before the call.
+    pub continuity_steps: u32,
+    /// Jobs with at most this many nodes get only the drastic-drop rule: with
+    /// 2 or 3 nodes "the odd one out" is not defined by peers.
+    pub small_job_max_nodes: usize,
+    /// Small jobs: a node is called when a falling metric, relative to its
+    /// own warm-up level, sits below this fraction of every peer's ...
+    pub small_job_drop: f64,
+    /// ... for this many seconds without a break.
+    pub small_job_sustain_s: i64,
+    /// Metric priority, most sensitive first: these weigh fully in the
+    /// combined distance. A fall is the fault sign unless listed in `rising`.
+    pub primary: Vec<String>,
+    /// Host metrics that roles by design move (a rank 0 that logs, a loader):
+    /// they weigh `secondary_weight`, as do metrics not named anywhere.
+    pub secondary: Vec<String>,
+    /// Weight of secondary and unknown metrics in the combined distance.
+    pub secondary_weight: f64,
+    /// Metrics whose rise is the fault sign (congestion counters).
+    pub rising: Vec<String>,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        Self {
+            interval_s: 10,
+            stale_s: 25,
+            forget_after_s: 900,
+            warmup_s: 300,
+            baseline_s: 120,
+            denoise_samples: 3,
+            threshold: 6.0,
+            evidence_z: 2.0,
+            min_spread: 0.03,
+            floor_fraction: 0.05,
+            uniqueness: 0.5,
+            continuity_steps: 3,
+            small_job_max_nodes: 3,
+            small_job_drop: 0.5,
+            small_job_sustain_s: 180,
+            primary: names(&[
+                "gpu_util_min",
+                "gpu_util",
+                "gpu_power",
+                "gpu_sm_clock",
+                "gpu_mem_util",
+                "nvlink_tx",
+                "pcie_tx",
+                "ib_tx",
+                "ib_rx",
+                "pfc_pause",
+                "cnp",
+            ]),
+            secondary: names(&["cpu_util", "mem_used", "disk_io"]),
+            secondary_weight: 0.5,
+            rising: names(&["pfc_pause", "cnp"]),
+        }
+    }
+}
