@@ -436,6 +436,24 @@ impl Cluster {
         &self.dir
     }
 
+    /// Copies the daemons' logs (and `slurm.conf`) to a directory of their
+    /// own that outlives the cluster, for a test that fails: the cluster's
+    /// directory is deleted when the test binary exits. Returns that directory.
+    pub fn save_logs(&self) -> io::Result<PathBuf> {
+        let saved = tempfile::Builder::new()
+            .prefix("lemonade-cluster-logs-")
+            .tempdir()?
+            .keep();
+        for entry in std::fs::read_dir(self.dir.join("log"))? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                std::fs::copy(entry.path(), saved.join(entry.file_name()))?;
+            }
+        }
+        std::fs::copy(self.slurm_conf(), saved.join("slurm.conf"))?;
+        Ok(saved)
+    }
+
     /// Node names, `node1` ..
     pub fn nodes(&self) -> &[String] {
         &self.nodes
@@ -481,6 +499,13 @@ impl Cluster {
 
     /// Writes `bin/reboot`. slurmd runs it with no argument and no node name,
     /// so it finds its slurmd among its ancestors (`slurmd -D -N nodeN`).
+    ///
+    /// The restart runs in a session of its own, and the program exits only
+    /// once it does: slurmd 26.05 runs its RebootProgram in a process group
+    /// of its own and kills that group as soon as the program exits (24.11
+    /// ran it through `system()`). A restart still in the program's group
+    /// then dies with it, under load most of the time, and the node stays
+    /// `reboot^` until `ResumeTimeout` ("reboot timed out").
     fn write_reboot_program(&self) -> io::Result<PathBuf> {
         let script = format!(
             r#"#!/bin/sh
@@ -497,22 +522,29 @@ done
 [ -n "$cmd" ] || {{ echo "reboot: no slurmd among my ancestors" >&2; exit 1; }}
 node=$(echo "$cmd" | sed 's/.* -N \([^ ]*\).*/\1/')
 bin=$(echo "$cmd" | cut -d' ' -f1)
-echo "$(date +%s) $node" >> "$d/log/reboots"
-# A session of its own: slurmd 26.05 takes its RebootProgram's process
-# group down with it when it shuts down.
-export d p node bin
+ready="$d/state/reboot-$node.$$"
+rm -f "$ready"
+export d p node bin ready
+# slurmd 26.05 kills this program's process group once it exits: the
+# restart leaves it (setsid) and says so before this program may exit.
 setsid /bin/sh -c '
+    : > "$ready"
+    gone() {{ [ ! -d /proc/$p ] || grep -q ") Z " /proc/$p/stat 2>/dev/null; }}
     kill -TERM "$p"
     i=0
-    while [ -d /proc/$p ] && ! grep -q ") Z " /proc/$p/stat 2>/dev/null && [ $i -lt 200 ]; do
-        sleep 0.05; i=$((i + 1))
-    done
+    until gone || [ $i -ge 600 ]; do sleep 0.05; i=$((i + 1)); done
+    gone || {{ kill -KILL "$p"; sleep 1; }}
     if [ -d "$d/after-reboot/$node" ]; then
         rm -rf "$d/nodes/$node"
         mv "$d/after-reboot/$node" "$d/nodes/$node"
     fi
+    echo "$(date +%s) $node" >> "$d/log/reboots"
     SLURM_CONF="{conf}" PATH=/usr/sbin:/usr/bin:/sbin:/bin exec "$bin" -D -b -N "$node" >> "$d/log/slurmd-$node.out" 2>&1
 ' < /dev/null > /dev/null 2>&1 &
+i=0
+until [ -e "$ready" ] || [ $i -ge 600 ]; do sleep 0.05; i=$((i + 1)); done
+[ -e "$ready" ] || {{ echo "reboot: the restart of $node did not start within 30 s" >&2; exit 1; }}
+rm -f "$ready"
 exit 0
 "#,
             d = self.dir.display(),
@@ -525,7 +557,7 @@ exit 0
         Ok(path)
     }
 
-    /// How many times the RebootProgram rebooted `node`.
+    /// How many times the RebootProgram rebooted `node` (restarted its slurmd).
     pub fn reboots(&self, node: &str) -> usize {
         std::fs::read_to_string(self.dir.join("log/reboots"))
             .unwrap_or_default()
