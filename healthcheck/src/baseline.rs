@@ -223,32 +223,46 @@ const KIB_PER_GIB: f64 = 1024.0 * 1024.0;
 impl Baseline {
     /// The `checks` table of a config.
     pub fn checks(&self) -> Table {
-        let mut checks = Table::new();
-        let mut section = |name: &str, entries: Vec<(&str, Value)>| {
-            checks.insert(
-                name.to_string(),
-                Value::Table(
-                    entries
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v))
-                        .collect(),
-                ),
-            );
-        };
-        let strings =
-            |items: &[String]| Value::Array(items.iter().cloned().map(Value::String).collect());
+        // Rounded down to a tenth of a GiB: the node itself stays within it.
+        let gib = (self.mem_total_kib as f64 / KIB_PER_GIB * 10.0).floor() / 10.0;
+        let sections: Vec<(&str, Vec<(&str, Value)>)> = vec![
+            (
+                "gpu",
+                vec![
+                    (
+                        "expected_count",
+                        Value::Integer(self.gpu_bus_ids.len() as i64),
+                    ),
+                    ("expected_bus_ids", strings(&self.gpu_bus_ids)),
+                ],
+            ),
+            ("pcie", vec![("expect", self.pcie_expect())]),
+            ("ib", self.ib_entries()),
+            ("mounts", vec![("expect", self.mounts_expect())]),
+            ("memory", vec![("expected_total_gib", Value::Float(gib))]),
+            (
+                "cpus",
+                vec![("expected_online", Value::Integer(self.cpus_online as i64))],
+            ),
+            ("block", self.block_entries()),
+            ("services", vec![("expected", strings(&self.services))]),
+            ("firmware", self.firmware_entries()),
+        ];
+        sections
+            .into_iter()
+            .map(|(name, entries)| {
+                let table = entries
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                (name.to_string(), Value::Table(table))
+            })
+            .collect()
+    }
 
-        section(
-            "gpu",
-            vec![
-                (
-                    "expected_count",
-                    Value::Integer(self.gpu_bus_ids.len() as i64),
-                ),
-                ("expected_bus_ids", strings(&self.gpu_bus_ids)),
-            ],
-        );
-        let expect: Vec<Value> = self
+    /// `[[checks.pcie.expect]]`: each group of PCIe functions seen.
+    fn pcie_expect(&self) -> Value {
+        let expect = self
             .pcie
             .iter()
             .map(|g| {
@@ -266,13 +280,21 @@ impl Baseline {
                 Value::Table(t)
             })
             .collect();
-        section("pcie", vec![("expect", Value::Array(expect))]);
-        let mut ib_entries = vec![("expected_hcas", Value::Integer(self.ib_hcas as i64))];
+        Value::Array(expect)
+    }
+
+    fn ib_entries(&self) -> Vec<(&'static str, Value)> {
+        let mut entries = vec![("expected_hcas", Value::Integer(self.ib_hcas as i64))];
         if let Some(rate) = self.ib_rate_gbps {
-            ib_entries.push(("expected_rate_gbps", Value::Float(rate)));
+            entries.push(("expected_rate_gbps", Value::Float(rate)));
         }
-        section("ib", ib_entries);
-        let mounts: Vec<Value> = self
+        entries
+    }
+
+    /// `[[checks.mounts.expect]]`: each mount seen, with a free-space floor
+    /// for those mounted read-write.
+    fn mounts_expect(&self) -> Value {
+        let mounts = self
             .mounts
             .iter()
             .map(|m| {
@@ -288,33 +310,29 @@ impl Baseline {
                 Value::Table(t)
             })
             .collect();
-        section("mounts", vec![("expect", Value::Array(mounts))]);
-        // Rounded down to a tenth of a GiB: the node itself stays within it.
-        let gib = (self.mem_total_kib as f64 / KIB_PER_GIB * 10.0).floor() / 10.0;
-        section("memory", vec![("expected_total_gib", Value::Float(gib))]);
-        section(
-            "cpus",
-            vec![("expected_online", Value::Integer(self.cpus_online as i64))],
-        );
-        let mut block_entries = vec![("nvme_count", Value::Integer(self.nvme_count as i64))];
+        Value::Array(mounts)
+    }
+
+    fn block_entries(&self) -> Vec<(&'static str, Value)> {
+        let mut entries = vec![("nvme_count", Value::Integer(self.nvme_count as i64))];
         if let Some(bytes) = self.nvme_min_bytes {
-            block_entries.push((
+            entries.push((
                 "nvme_min_size_gb",
                 Value::Float((bytes as f64 / 1e9).floor()),
             ));
         }
-        section("block", block_entries);
-        section("services", vec![("expected", strings(&self.services))]);
-        let firmware: Vec<(&str, Value)> = [
+        entries
+    }
+
+    fn firmware_entries(&self) -> Vec<(&'static str, Value)> {
+        [
             ("bios_version", &self.bios_version),
             ("board_name", &self.board_name),
             ("hca_fw_ver", &self.hca_fw_ver),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.clone().map(|v| (k, Value::String(v))))
-        .collect();
-        section("firmware", firmware);
-        checks
+        .collect()
     }
 
     /// The config text: `[checks.*]` sections, or with `hosts` one `[[node]]`
@@ -335,6 +353,11 @@ impl Baseline {
         let header = "# Written by `healthcheck baseline` from a node known to be good.\n";
         format!("{header}{}", toml::to_string(&top).unwrap_or_default())
     }
+}
+
+/// A TOML array of strings.
+fn strings(items: &[String]) -> Value {
+    Value::Array(items.iter().cloned().map(Value::String).collect())
 }
 
 #[cfg(test)]

@@ -47,45 +47,69 @@ pub struct Job {
     pub deadline: Duration,
 }
 
+/// What a check's thread sends back: the job's index, its result, its time.
+type Done = (usize, Result<CheckOutput, CheckError>, Duration);
+
 /// Runs the jobs in parallel; returns when all finished or their deadlines
 /// (capped by `run_deadline`) passed. Results are in the jobs' order.
 pub fn run(jobs: Vec<Job>, run_deadline: Duration) -> EngineResult {
     let start = Instant::now();
-    let (tx, rx) = mpsc::channel::<(usize, Result<CheckOutput, CheckError>, Duration)>();
-    let mut deadlines = Vec::with_capacity(jobs.len());
+    let (tx, rx) = mpsc::channel::<Done>();
     let names: Vec<&'static str> = jobs.iter().map(|j| j.check.name()).collect();
+    let deadlines: Vec<Instant> = jobs
+        .iter()
+        .map(|j| start + j.deadline.min(run_deadline))
+        .collect();
     for (index, job) in jobs.into_iter().enumerate() {
-        deadlines.push(start + job.deadline.min(run_deadline));
-        let thread_tx = tx.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("check-{}", job.check.name()))
-            .spawn(move || {
-                let began = Instant::now();
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    job.check.run(&job.context)
-                }))
-                .unwrap_or_else(|panic| {
-                    Err(CheckError::Other(format!(
-                        "check panicked: {}",
-                        panic_text(&panic)
-                    )))
-                });
-                // The receiver is gone when the run gave up on us: nothing to do.
-                let _ = thread_tx.send((index, result, began.elapsed()));
-            });
-        if let Err(e) = spawned {
-            let _ = tx.send((
-                index,
-                Err(CheckError::Other(format!("cannot start thread: {e}"))),
-                Duration::ZERO,
-            ));
-        }
+        spawn(index, job, tx.clone());
     }
     drop(tx);
+    let mut results = wait(&rx, &deadlines);
+    let mut out = EngineResult::default();
+    for (i, name) in names.iter().enumerate() {
+        let waited = deadlines[i].saturating_duration_since(start);
+        out.add(name, results.remove(&i), waited);
+    }
+    out
+}
 
-    let mut results: HashMap<usize, (Result<CheckOutput, CheckError>, Duration)> = HashMap::new();
-    let mut timed_out = vec![false; names.len()];
-    while results.len() + timed_out.iter().filter(|t| **t).count() < names.len() {
+/// Runs the job on a thread of its own, which sends what it did on `tx`.
+fn spawn(index: usize, job: Job, tx: mpsc::Sender<Done>) {
+    let thread_tx = tx.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("check-{}", job.check.name()))
+        .spawn(move || {
+            let began = Instant::now();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                job.check.run(&job.context)
+            }))
+            .unwrap_or_else(|panic| {
+                Err(CheckError::Other(format!(
+                    "check panicked: {}",
+                    panic_text(&panic)
+                )))
+            });
+            // The receiver is gone when the run gave up on us: nothing to do.
+            let _ = thread_tx.send((index, result, began.elapsed()));
+        });
+    if let Err(e) = spawned {
+        let _ = tx.send((
+            index,
+            Err(CheckError::Other(format!("cannot start thread: {e}"))),
+            Duration::ZERO,
+        ));
+    }
+}
+
+/// The results that came in before their job's deadline, by job index;
+/// returns once every job answered or is late.
+fn wait(
+    rx: &mpsc::Receiver<Done>,
+    deadlines: &[Instant],
+) -> HashMap<usize, (Result<CheckOutput, CheckError>, Duration)> {
+    let mut results = HashMap::new();
+    let mut timed_out = vec![false; deadlines.len()];
+    while results.len() + timed_out.iter().filter(|t| **t).count() < deadlines.len() {
         let now = Instant::now();
         for (i, deadline) in deadlines.iter().enumerate() {
             if !results.contains_key(&i) && !timed_out[i] && now >= *deadline {
@@ -109,15 +133,24 @@ pub fn run(jobs: Vec<Job>, run_deadline: Duration) -> EngineResult {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+    results
+}
 
-    let mut out = EngineResult::default();
-    for (i, name) in names.iter().enumerate() {
-        let (findings, duration, late) = match results.remove(&i) {
+impl EngineResult {
+    /// Adds one check's result: its output, its failure as `unknown`, or
+    /// (`None`) its missed deadline after `waited`.
+    fn add(
+        &mut self,
+        name: &str,
+        result: Option<(Result<CheckOutput, CheckError>, Duration)>,
+        waited: Duration,
+    ) {
+        let (findings, duration, late) = match result {
             Some((Ok(output), took)) => {
                 if let Some(state) = output.state {
-                    out.states.push((name.to_string(), state));
+                    self.states.push((name.to_string(), state));
                 }
-                out.events
+                self.events
                     .extend(output.events.into_iter().map(|e| (name.to_string(), e)));
                 (output.findings, took, false)
             }
@@ -127,7 +160,6 @@ pub fn run(jobs: Vec<Job>, run_deadline: Duration) -> EngineResult {
                 false,
             ),
             None => {
-                let waited = deadlines[i].saturating_duration_since(start);
                 let message = format!(
                     "check `{name}` did not finish within {:.1} s; its probe was abandoned",
                     waited.as_secs_f64()
@@ -139,15 +171,14 @@ pub fn run(jobs: Vec<Job>, run_deadline: Duration) -> EngineResult {
                 )
             }
         };
-        out.checks.push(CheckSummary {
+        self.checks.push(CheckSummary {
             name: name.to_string(),
             worst: worst(&findings),
             duration_ms: duration.as_secs_f64() * 1000.0,
             timed_out: late,
         });
-        out.findings.extend(findings);
+        self.findings.extend(findings);
     }
-    out
 }
 
 fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -195,35 +195,14 @@ fn export_rotating(
     let mut state = node_jobs::spool_state(conn, path, &epoch, at)?;
     let exits_path = config.store.task_exits_path();
     let set_aside = quiet_set_aside_files(&exits_path, rotation.quiet);
-    let mut exits = Vec::new();
-    let mut malformed = Vec::new();
-    for (file, from) in &set_aside {
-        let late = read_task_exits(file, *from);
-        exits.extend(late.exits);
-        malformed.extend(late.malformed);
-    }
-    let current = read_task_exits(&exits_path, state.task_exits_offset);
-    exits.extend(current.exits);
-    malformed.extend(current.malformed);
-    let mut offset = current.offset;
+    let read = all_task_exits(&exits_path, &set_aside, state.task_exits_offset);
+    let malformed = read.malformed;
+    let mut offset = read.offset;
     if set_aside_if_done(&exits_path, offset, rotation.bytes) {
         offset = 0;
     }
     let mut timed: Vec<(i64, Body)> = bodies.into_iter().map(|b| (at, b)).collect();
-    timed.extend(exits.into_iter().map(|e| {
-        (
-            e.at,
-            Body::TaskExit {
-                job_id: e.job_id,
-                step_id: e.step_id,
-                task_id: e.task_id,
-                exit_code: e.exit_code,
-                signal: e.signal,
-                // Lines of an older plugin have none: the head node falls back to `at`.
-                at_ms: e.at_ms,
-            },
-        )
-    }));
+    timed.extend(read.exits.into_iter().map(|e| (e.at, task_exit_body(e))));
     if timed.is_empty() && offset == state.task_exits_offset && set_aside.is_empty() {
         return Ok(Exported {
             records: 0,
@@ -255,6 +234,34 @@ fn export_rotating(
         records: records.len(),
         malformed,
     })
+}
+
+/// The task exits of the files set aside (from their offsets), then of the
+/// current file from `offset`; the offset is the current file's next.
+fn all_task_exits(current: &Path, set_aside: &[(PathBuf, u64)], offset: u64) -> TaskExitsRead {
+    let mut all = TaskExitsRead::default();
+    for (file, from) in set_aside {
+        let late = read_task_exits(file, *from);
+        all.exits.extend(late.exits);
+        all.malformed.extend(late.malformed);
+    }
+    let now = read_task_exits(current, offset);
+    all.exits.extend(now.exits);
+    all.malformed.extend(now.malformed);
+    all.offset = now.offset;
+    all
+}
+
+fn task_exit_body(e: TaskExit) -> Body {
+    Body::TaskExit {
+        job_id: e.job_id,
+        step_id: e.step_id,
+        task_id: e.task_id,
+        exit_code: e.exit_code,
+        signal: e.signal,
+        // Lines of an older plugin have none: the head node falls back to `at`.
+        at_ms: e.at_ms,
+    }
 }
 
 /// Renames the task-exit file to `<name>.<offset>` when all of it is

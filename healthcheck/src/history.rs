@@ -95,6 +95,9 @@ fn is_history(f: &FindingRow) -> bool {
     f.severity == Severity::Ok && f.check_name == "ecc" && f.actual.is_some()
 }
 
+/// A run to show, with the findings to show with it.
+type ShownRun = (RunRow, Vec<FindingRow>);
+
 /// Renders runs, jobs and state changes since `since` (unix seconds); ok runs only with `all`.
 pub fn render(
     store: &NodeStore,
@@ -103,9 +106,30 @@ pub fn render(
     limit: usize,
     format: Format,
 ) -> Result<String, StoreError> {
-    let runs: Vec<RunRow> = store.runs_since(since, limit)?;
+    let shown = runs_to_show(store, since, all, limit)?;
+    let jobs = jobs_since(store.connection(), store.path(), since)?;
+    let changes = state_changes_since(store.connection(), store.path(), since)?;
+    Ok(match format {
+        Format::Json => json(shown, jobs, changes),
+        Format::Human => {
+            let mut out = human_runs(shown);
+            out.push_str(&human_jobs(&jobs));
+            out.push_str(&human_changes(&changes));
+            out
+        }
+    })
+}
+
+/// Runs with a fault or a job, and the others too with `all`; each with its
+/// findings that are not ok (and those that carry history).
+fn runs_to_show(
+    store: &NodeStore,
+    since: i64,
+    all: bool,
+    limit: usize,
+) -> Result<Vec<ShownRun>, StoreError> {
     let mut shown = Vec::new();
-    for run in runs {
+    for run in store.runs_since(since, limit)? {
         let findings: Vec<FindingRow> = store
             .findings_of(run.id)?
             .into_iter()
@@ -116,107 +140,114 @@ pub fn render(
             shown.push((run, findings));
         }
     }
-    let jobs = jobs_since(store.connection(), store.path(), since)?;
-    let changes = state_changes_since(store.connection(), store.path(), since)?;
-    Ok(match format {
-        Format::Json => {
-            let runs: Vec<RunWithFindings> = shown
-                .into_iter()
-                .map(|(r, f)| RunWithFindings {
-                    run: RunJson {
-                        id: r.id,
-                        started_at: time(r.started_at),
-                        duration_ms: r.duration_ms,
-                        trigger: r.trigger,
-                        profile: r.profile,
-                        job_id: r.job_id,
-                        worst: r.worst,
-                        exit_code: r.exit_code,
-                    },
-                    findings: f
-                        .into_iter()
-                        .map(|f| FindingJson {
-                            check: f.check_name,
-                            entity: f.entity,
-                            code: f.code,
-                            severity: f.severity,
-                            expected: f.expected,
-                            actual: f.actual,
-                            action: f.action,
-                            message: f.message,
-                        })
-                        .collect(),
-                })
-                .collect();
-            let history = HistoryJson {
-                runs,
-                jobs: jobs.into_iter().map(job_json).collect(),
-                state_changes: changes.into_iter().map(change_json).collect(),
-            };
-            serde_json::to_string_pretty(&history).unwrap_or_default()
+    Ok(shown)
+}
+
+fn json(shown: Vec<ShownRun>, jobs: Vec<JobRow>, changes: Vec<StateChangeRow>) -> String {
+    let history = HistoryJson {
+        runs: shown.into_iter().map(run_json).collect(),
+        jobs: jobs.into_iter().map(job_json).collect(),
+        state_changes: changes.into_iter().map(change_json).collect(),
+    };
+    serde_json::to_string_pretty(&history).unwrap_or_default()
+}
+
+fn run_json((r, f): ShownRun) -> RunWithFindings {
+    RunWithFindings {
+        run: RunJson {
+            id: r.id,
+            started_at: time(r.started_at),
+            duration_ms: r.duration_ms,
+            trigger: r.trigger,
+            profile: r.profile,
+            job_id: r.job_id,
+            worst: r.worst,
+            exit_code: r.exit_code,
+        },
+        findings: f
+            .into_iter()
+            .map(|f| FindingJson {
+                check: f.check_name,
+                entity: f.entity,
+                code: f.code,
+                severity: f.severity,
+                expected: f.expected,
+                actual: f.actual,
+                action: f.action,
+                message: f.message,
+            })
+            .collect(),
+    }
+}
+
+fn human_runs(shown: Vec<ShownRun>) -> String {
+    let mut out = String::new();
+    if shown.is_empty() {
+        out.push_str("no runs with findings in that period (use --all to list clean runs)\n");
+    }
+    for (run, findings) in shown {
+        let job = run
+            .job_id
+            .as_deref()
+            .map(|j| format!(" job {j}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{}  {:<8} {:<8}{}  {} ({} ms)",
+            time(run.started_at),
+            run.trigger,
+            run.profile,
+            job,
+            run.worst,
+            run.duration_ms
+        );
+        for f in findings {
+            let _ = writeln!(
+                out,
+                "    {:<8} {:<10} {:<14} {:<24} {}",
+                f.severity, f.check_name, f.entity, f.code, f.message
+            );
         }
-        Format::Human => {
-            let mut out = String::new();
-            if shown.is_empty() {
-                out.push_str(
-                    "no runs with findings in that period (use --all to list clean runs)\n",
-                );
-            }
-            for (run, findings) in shown {
-                let job = run
-                    .job_id
-                    .as_deref()
-                    .map(|j| format!(" job {j}"))
-                    .unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "{}  {:<8} {:<8}{}  {} ({} ms)",
-                    time(run.started_at),
-                    run.trigger,
-                    run.profile,
-                    job,
-                    run.worst,
-                    run.duration_ms
-                );
-                for f in findings {
-                    let _ = writeln!(
-                        out,
-                        "    {:<8} {:<10} {:<14} {:<24} {}",
-                        f.severity, f.check_name, f.entity, f.code, f.message
-                    );
-                }
-            }
-            if !jobs.is_empty() {
-                out.push_str("\njobs:\n");
-                for j in &jobs {
-                    let _ = writeln!(
-                        out,
-                        "    {:<10} {:<10} start {:<19} end {:<19} exit {}",
-                        j.job_id,
-                        j.user.as_deref().unwrap_or("-"),
-                        j.started_at.map(time).unwrap_or_else(|| "-".into()),
-                        j.ended_at.map(time).unwrap_or_else(|| "-".into()),
-                        exit_text(j),
-                    );
-                }
-            }
-            if !changes.is_empty() {
-                out.push_str("\nstate changes:\n");
-                for c in &changes {
-                    let _ = writeln!(
-                        out,
-                        "    {}  {:<7} {:<9} {}  {}",
-                        time(c.at),
-                        c.action,
-                        c.outcome,
-                        c.reason,
-                        c.detail
-                    );
-                }
-            }
-            out
-        }
-    })
+    }
+    out
+}
+
+fn human_jobs(jobs: &[JobRow]) -> String {
+    let mut out = String::new();
+    if !jobs.is_empty() {
+        out.push_str("\njobs:\n");
+    }
+    for j in jobs {
+        let _ = writeln!(
+            out,
+            "    {:<10} {:<10} start {:<19} end {:<19} exit {}",
+            j.job_id,
+            j.user.as_deref().unwrap_or("-"),
+            j.started_at.map(time).unwrap_or_else(|| "-".into()),
+            j.ended_at.map(time).unwrap_or_else(|| "-".into()),
+            exit_text(j),
+        );
+    }
+    out
+}
+
+fn human_changes(changes: &[StateChangeRow]) -> String {
+    let mut out = String::new();
+    if !changes.is_empty() {
+        out.push_str("\nstate changes:\n");
+    }
+    for c in changes {
+        let _ = writeln!(
+            out,
+            "    {}  {:<7} {:<9} {}  {}",
+            time(c.at),
+            c.action,
+            c.outcome,
+            c.reason,
+            c.detail
+        );
+    }
+    out
 }
 
 fn exit_text(j: &JobRow) -> String {

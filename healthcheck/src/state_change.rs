@@ -2,6 +2,7 @@
 //! policy and the remediation produce it, and as the hooks, the export and
 //! the `state_changes` table of the node database receive it.
 
+use crate::finding::Finding;
 use lemonade_config::Action;
 use lemonade_sql::node_jobs::StateChangeRow;
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,19 @@ pub struct Cause {
     /// The GPU's PCI bus id, for a reset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pci: Option<String>,
+}
+
+impl Cause {
+    /// The cause a finding makes.
+    pub fn of(finding: &Finding) -> Cause {
+        Cause {
+            check: finding.check.clone(),
+            code: finding.code.clone(),
+            entity: finding.entity.clone(),
+            action: finding.action,
+            pci: finding.pci_bus_id.clone(),
+        }
+    }
 }
 
 fn no_action() -> Action {

@@ -290,16 +290,7 @@ fn take_out(ctx: &mut PolicyCtx, causes: &[&Finding], memory: &mut Memory) {
     let down = causes[0].severity == Severity::Down;
     let action = if down { "down" } else { "drain" };
     let reason = reason::text(causes);
-    let cause_list: Vec<Cause> = causes
-        .iter()
-        .map(|f| Cause {
-            check: f.check.clone(),
-            code: f.code.clone(),
-            entity: f.entity.clone(),
-            action: f.action,
-            pci: f.pci_bus_id.clone(),
-        })
-        .collect();
+    let cause_list: Vec<Cause> = causes.iter().map(|f| Cause::of(f)).collect();
 
     (ctx.before_slurm)("sinfo node");
     let current = match sinfo::node(ctx.cmds, ctx.node) {
@@ -333,36 +324,9 @@ fn take_out(ctx: &mut PolicyCtx, causes: &[&Finding], memory: &mut Memory) {
     }
     let ours_already = owner(&current.reason) == ReasonOwner::HealthCheck
         && (current.is_drain() || current.is_down());
-    if !ours_already {
-        // The breaker guards the first step out of service, not a reason update.
-        let code = causes[0].code.clone();
-        (ctx.before_slurm)("sinfo fleet");
-        match slurm::fleet(ctx.cmds, ctx.node, &code) {
-            Err(e) => return ctx.slurm_failed(action, &reason, &cause_list, e.to_string()),
-            Ok(fleet) => {
-                let fraction = ctx.config.policy.fleet_breaker_fraction;
-                if fleet.nodes > 0 && fleet.same_code as f64 / fleet.nodes as f64 > fraction {
-                    let detail = format!(
-                        "fleet breaker: {} of {} nodes in our partitions already carry `hc: {code}` \
-                         (limit {:.0}%); not touching {}: check the config that was pushed",
-                        fleet.same_code,
-                        fleet.nodes,
-                        fraction * 100.0,
-                        ctx.node
-                    );
-                    ctx.result
-                        .messages
-                        .push(format!("healthcheck: FLEET BREAKER: {detail}"));
-                    return ctx.change(
-                        action,
-                        &reason,
-                        &cause_list,
-                        ChangeOutcome::Breaker,
-                        detail,
-                    );
-                }
-            }
-        }
+    // The breaker guards the first step out of service, not a reason update.
+    if !ours_already && !breaker_allows(ctx, action, &reason, &cause_list, &causes[0].code) {
+        return;
     }
     // A node already down stays down (a reason update must not bring it
     // back as drained); otherwise `down_action` says how `down` is done.
@@ -380,6 +344,44 @@ fn take_out(ctx: &mut PolicyCtx, causes: &[&Finding], memory: &mut Memory) {
         requeue_running(ctx, &reason, &cause_list);
     }
     keep_ours(memory, action, &reason, cause_list, ctx.now);
+}
+
+/// Asks the fleet breaker: false, with the refusal recorded, when Slurm
+/// does not answer or more than `fleet_breaker_fraction` of the nodes in our
+/// partitions already carry `code`.
+fn breaker_allows(
+    ctx: &mut PolicyCtx,
+    action: &str,
+    reason: &str,
+    causes: &[Cause],
+    code: &str,
+) -> bool {
+    (ctx.before_slurm)("sinfo fleet");
+    let fleet = match slurm::fleet(ctx.cmds, ctx.node, code) {
+        Ok(fleet) => fleet,
+        Err(e) => {
+            ctx.slurm_failed(action, reason, causes, e.to_string());
+            return false;
+        }
+    };
+    let fraction = ctx.config.policy.fleet_breaker_fraction;
+    let over = fleet.nodes > 0 && fleet.same_code as f64 / fleet.nodes as f64 > fraction;
+    if !over {
+        return true;
+    }
+    let detail = format!(
+        "fleet breaker: {} of {} nodes in our partitions already carry `hc: {code}` \
+         (limit {:.0}%); not touching {}: check the config that was pushed",
+        fleet.same_code,
+        fleet.nodes,
+        fraction * 100.0,
+        ctx.node
+    );
+    ctx.result
+        .messages
+        .push(format!("healthcheck: FLEET BREAKER: {detail}"));
+    ctx.change(action, reason, causes, ChangeOutcome::Breaker, detail);
+    false
 }
 
 fn keep_ours(memory: &mut Memory, action: &str, reason: &str, causes: Vec<Cause>, now: i64) {

@@ -310,9 +310,8 @@ fn reset(
     recheck: &[String],
     memory: &mut Memory,
 ) -> ResetEnd {
-    let settings = &ctx.config.remediation;
     let marked = with_remark(&ours.reason, "reset");
-    let timeout = settings.reset_timeout();
+    let timeout = ctx.config.remediation.reset_timeout();
     if !ctx.dry_run && time_left(ctx.report) < timeout {
         ctx.result.messages.push(format!(
             "healthcheck: reset-gpu: less than {:.0} s of this run is left; the next run resets",
@@ -328,9 +327,40 @@ fn reset(
         .repairs
         .started_at
         .push(ctx.report.started_at.timestamp());
+    let done = match reset_each(ctx, ours, &marked, gpus, timeout) {
+        Ok(done) => done,
+        Err(end) => return end,
+    };
+    if ctx.dry_run {
+        ctx.change(
+            "reset-gpu",
+            &marked,
+            ours,
+            ChangeOutcome::DryRun,
+            "then the checks again".into(),
+        );
+        return ResetEnd::Done;
+    }
+    let left = timeout.min(time_left(ctx.report));
+    let recheck = checks_again(ours, recheck, left);
+    resume_if_clean(ctx, ours, &marked, gpus, &done, recheck, memory)
+}
+
+/// Runs the reset command for each GPU in turn (prints it in dry-run).
+/// Returns what each reset did, or the end of the remediation at the first
+/// that fails.
+fn reset_each(
+    ctx: &mut RepairCtx,
+    ours: &Ours,
+    marked: &str,
+    gpus: &[GpuReset],
+    timeout: Duration,
+) -> Result<Vec<String>, ResetEnd> {
+    let config = ctx.config;
     let mut done = Vec::new();
     for gpu in gpus {
-        let argv: Vec<String> = settings
+        let argv: Vec<String> = config
+            .remediation
             .reset_command
             .iter()
             .map(|a| a.replace("{gpu}", &gpu.index.to_string()))
@@ -348,23 +378,26 @@ fn reset(
             )),
             Err(e) => {
                 let detail = format!("`{shown}`: {e}");
-                ctx.change("reset-gpu", &marked, ours, ChangeOutcome::Failed, detail);
-                return ResetEnd::Escalate;
+                ctx.change("reset-gpu", marked, ours, ChangeOutcome::Failed, detail);
+                return Err(ResetEnd::Escalate);
             }
         }
     }
-    if ctx.dry_run {
-        ctx.change(
-            "reset-gpu",
-            &marked,
-            ours,
-            ChangeOutcome::DryRun,
-            "then the checks again".into(),
-        );
-        return ResetEnd::Done;
-    }
-    let left = timeout.min(time_left(ctx.report));
-    let why = match checks_again(ours, recheck, left) {
+    Ok(done)
+}
+
+/// After the resets (`done`): the node is resumed, and the reset GPUs'
+/// XIDs forgotten, only when the checks again are clean.
+fn resume_if_clean(
+    ctx: &mut RepairCtx,
+    ours: &Ours,
+    marked: &str,
+    gpus: &[GpuReset],
+    done: &[String],
+    recheck: Recheck,
+    memory: &mut Memory,
+) -> ResetEnd {
+    let why = match recheck {
         Recheck::Clean => None,
         Recheck::Fault(why) => Some((why, ResetEnd::Escalate)),
         Recheck::Undecided(why) => Some((
@@ -374,11 +407,11 @@ fn reset(
     };
     if let Some((why, end)) = why {
         let detail = format!("{}; {why}", done.join(", "));
-        ctx.change("reset-gpu", &marked, ours, ChangeOutcome::Failed, detail);
+        ctx.change("reset-gpu", marked, ours, ChangeOutcome::Failed, detail);
         return end;
     }
     let detail = format!("{}; the checks are clean", done.join(", "));
-    ctx.change("reset-gpu", &marked, ours, ChangeOutcome::Applied, detail);
+    ctx.change("reset-gpu", marked, ours, ChangeOutcome::Applied, detail);
     let command = StateCommand::resume(ctx.node());
     if ctx.write("resume", &ours.reason, ours, &command) {
         ctx.forget.extend(gpus.iter().filter_map(|g| g.pci.clone()));

@@ -167,55 +167,85 @@ fn judge_growth(
     now: i64,
     out: &mut Vec<Finding>,
 ) {
-    let gpu = id.entity();
-    // Links new since the previous run only set their baseline.
-    let grown = |pick: fn(&Counters) -> u64| -> Vec<(u32, u64)> {
-        links
-            .iter()
-            .filter_map(|l| {
-                let was = old.get(&l.link).map(pick)?;
-                Some((l.link, counters::growth(Some(was), pick(&l.counters))))
-            })
-            .collect()
-    };
-    let at_least = |grown: Vec<(u32, u64)>, min: u64| -> Vec<(u32, u64)> {
-        grown
-            .into_iter()
-            .filter(|(_, d)| min > 0 && *d >= min)
-            .collect()
-    };
-    let growth_finding = |code: &str, severity, what: &str, grown: &[(u32, u64)]| {
-        let detail = grown
-            .iter()
-            .map(|(l, d)| format!("link {l} +{d}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        id.finding(NAME, code, severity)
-            .expected("no growth")
-            .actual(&detail)
-            .action(Action::ResetGpu)
-            .message(format!("{gpu}: NVLink {what} counters grew: {detail}"))
-            .from_counter_growth()
-    };
-    let replay = at_least(grown(|c| c.replay), s.replay_growth_drain);
+    let replay = at_least(grown(links, old, |c| c.replay), s.replay_growth_drain);
     if !replay.is_empty() {
         out.push(growth_finding(
+            id,
             "NVLINK_REPLAY_GROWTH",
             Severity::Drain,
             "replay",
             &replay,
         ));
     }
-    let recovery = at_least(grown(|c| c.recovery), s.recovery_growth_drain);
+    let recovery = at_least(grown(links, old, |c| c.recovery), s.recovery_growth_drain);
     if !recovery.is_empty() {
         out.push(growth_finding(
+            id,
             "NVLINK_RECOVERY_GROWTH",
             Severity::Drain,
             "recovery",
             &recovery,
         ));
     }
-    let crc = grown(|c| c.crc);
+    out.extend(crc(id, grown(links, old, |c| c.crc), s, recent, now));
+}
+
+/// Each link's growth of the counter `pick` since `old`. Links new since
+/// the previous run only set their baseline.
+fn grown(
+    links: &[LinkReading],
+    old: &BTreeMap<u32, Counters>,
+    pick: fn(&Counters) -> u64,
+) -> Vec<(u32, u64)> {
+    links
+        .iter()
+        .filter_map(|l| {
+            let was = old.get(&l.link).map(pick)?;
+            Some((l.link, counters::growth(Some(was), pick(&l.counters))))
+        })
+        .collect()
+}
+
+/// The links that grew by `min` or more; none where `min` is 0 (off).
+fn at_least(grown: Vec<(u32, u64)>, min: u64) -> Vec<(u32, u64)> {
+    grown
+        .into_iter()
+        .filter(|(_, d)| min > 0 && *d >= min)
+        .collect()
+}
+
+fn growth_finding(
+    id: &GpuId,
+    code: &str,
+    severity: Severity,
+    what: &str,
+    grown: &[(u32, u64)],
+) -> Finding {
+    let detail = grown
+        .iter()
+        .map(|(l, d)| format!("link {l} +{d}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    id.finding(NAME, code, severity)
+        .expected("no growth")
+        .actual(&detail)
+        .action(Action::ResetGpu)
+        .message(format!(
+            "{}: NVLink {what} counters grew: {detail}",
+            id.entity()
+        ))
+        .from_counter_growth()
+}
+
+/// CRC errors: a drain when a link's rate over the window is too high,
+/// otherwise a warning for growth past `crc_growth_warning`.
+fn crc(
+    id: &GpuId,
+    crc: Vec<(u32, u64)>,
+    s: &NvlinkSettings,
+    recent: &mut BTreeMap<u32, Recent>,
+    now: i64,
+) -> Option<Finding> {
     let mut fastest = 0.0_f64;
     let mut fast = Vec::new();
     for (link, d) in &crc {
@@ -228,24 +258,22 @@ fn judge_growth(
         }
     }
     if !fast.is_empty() {
-        out.push(
-            growth_finding("NVLINK_CRC_RATE", Severity::Drain, "CRC", &fast)
+        return Some(
+            growth_finding(id, "NVLINK_CRC_RATE", Severity::Drain, "CRC", &fast)
                 .expected(format!("<= {}/s", s.crc_rate_drain_per_s))
                 .actual(format!("{fastest:.0}/s over {} s", s.rate_window_s))
                 .message(format!(
-                    "{gpu}: NVLink CRC errors at {fastest:.0}/s over the last {} s",
+                    "{}: NVLink CRC errors at {fastest:.0}/s over the last {} s",
+                    id.entity(),
                     s.rate_window_s
                 )),
         );
-    } else {
-        let slow = at_least(crc, s.crc_growth_warning);
-        if !slow.is_empty() {
-            out.push(
-                growth_finding("NVLINK_CRC_GROWTH", Severity::Warning, "CRC", &slow)
-                    .action(Action::Investigate),
-            );
-        }
     }
+    let slow = at_least(crc, s.crc_growth_warning);
+    (!slow.is_empty()).then(|| {
+        growth_finding(id, "NVLINK_CRC_GROWTH", Severity::Warning, "CRC", &slow)
+            .action(Action::Investigate)
+    })
 }
 
 fn list(links: &[u32]) -> String {

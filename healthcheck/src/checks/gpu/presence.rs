@@ -107,25 +107,38 @@ pub fn evaluate(
             return findings;
         }
     };
+    findings.extend(count(gpus.len(), expected_count));
+    findings.extend(missing_bus_ids(gpus, settings));
+    findings.extend(each_gpu(gpus, settings));
+    findings
+}
 
-    let count = gpus.len();
+/// The number of GPUs NVML lists against the number expected.
+fn count(count: usize, expected_count: Option<usize>) -> Option<Finding> {
     let want = expected_count.unwrap_or(count);
     if count < want {
-        findings.push(
+        Some(
             Finding::new(NAME, "node", "GPU_COUNT_LOW", Severity::Down)
                 .expected(want)
                 .actual(count)
                 .action(Action::Reboot)
                 .message(format!("NVML lists {count} GPUs, {want} expected")),
-        );
+        )
     } else if count > want {
-        findings.push(
+        Some(
             Finding::new(NAME, "node", "GPU_COUNT_HIGH", Severity::Warning)
                 .expected(want)
                 .actual(count)
                 .message(format!("NVML lists {count} GPUs, config expects {want}")),
-        );
+        )
+    } else {
+        None
     }
+}
+
+/// The bus ids the config expects a GPU at, without one.
+fn missing_bus_ids(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Finding> {
+    let mut findings = Vec::new();
     for want in &settings.expected_bus_ids {
         let want = session::normalize_bus_id(want);
         if !gpus.iter().any(|g| g.id.bus_id.as_deref() == Some(&want)) {
@@ -139,13 +152,19 @@ pub fn evaluate(
             );
         }
     }
+    findings
+}
 
+/// Each GPU's own findings, ok (with its VBIOS) when it has none; the VBIOS
+/// is judged against the config's or, without one, the most common.
+fn each_gpu(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Finding> {
     let vbios_norm = settings.expected_vbios.clone().or_else(|| {
         most_common(
             gpus.iter()
                 .filter_map(|g| g.reading.as_ref().ok()?.vbios.clone()),
         )
     });
+    let mut findings = Vec::new();
     for gpu in gpus {
         let access = match &gpu.reading {
             Ok(a) => a,

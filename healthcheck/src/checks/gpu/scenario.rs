@@ -47,6 +47,15 @@ pub fn capture(nvml: &Nvml, max_links: u32) -> Value {
 }
 
 fn device(nvml: &Nvml, d: &Device<'_>, max_links: u32, g: &mut Map<String, Value>) {
+    identity(d, g);
+    memory_errors(nvml, d, g);
+    nvlink(d, max_links, g);
+    pcie(d, g);
+    activity(d, g);
+}
+
+/// Who the GPU is: UUID, bus id, VBIOS, persistence mode.
+fn identity(d: &Device<'_>, g: &mut Map<String, Value>) {
     put(g, "uuid", "nvmlDeviceGetUUID", d.uuid());
     put(
         g,
@@ -61,6 +70,10 @@ fn device(nvml: &Nvml, d: &Device<'_>, max_links: u32, g: &mut Map<String, Value
         "nvmlDeviceGetPersistenceMode",
         d.is_in_persistent_mode().map(u8::from),
     );
+}
+
+/// The InfoROM, ECC counters, retired pages and remapped rows.
+fn memory_errors(nvml: &Nvml, d: &Device<'_>, g: &mut Map<String, Value>) {
     match d.validate_info_rom() {
         Ok(()) => put(g, "inforom_valid", "", Ok(1)),
         Err(NvmlError::CorruptedInfoROM) => put(g, "inforom_valid", "", Ok(0)),
@@ -132,7 +145,10 @@ fn device(nvml: &Nvml, d: &Device<'_>, max_links: u32, g: &mut Map<String, Value
         }
         Err(e) => put::<u8>(g, "remap_corr", "nvmlDeviceGetRemappedRows", Err(e)),
     }
-    nvlink(d, max_links, g);
+}
+
+/// The PCIe link: generation and width against their maximum, replays.
+fn pcie(d: &Device<'_>, g: &mut Map<String, Value>) {
     put(
         g,
         "pcie_gen",
@@ -163,6 +179,10 @@ fn device(nvml: &Nvml, d: &Device<'_>, max_links: u32, g: &mut Map<String, Value
         "nvmlDeviceGetPcieReplayCounter",
         d.pcie_replay_counter(),
     );
+}
+
+/// What the GPU is doing: clock reasons, temperature, processes, memory use.
+fn activity(d: &Device<'_>, g: &mut Map<String, Value>) {
     put(
         g,
         "clock_reasons",

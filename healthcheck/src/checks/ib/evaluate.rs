@@ -4,7 +4,7 @@ use super::sysfs::{state_name, IbData, Port};
 use super::NAME;
 use crate::checks::counters::{growth, Recent};
 use crate::finding::Finding;
-use lemonade_config::{Action, IbSettings, Severity};
+use lemonade_config::{Action, CounterRate, IbSettings, Severity};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,113 +47,15 @@ pub fn evaluate(
         .iter()
         .filter(|p| !excluded(p, settings))
         .collect();
-
     if let Some(expected) = settings.expected_hcas {
-        // A port we could not read is still there: it is judged `unknown`, not missing.
-        let hcas: BTreeSet<&str> = judged
-            .iter()
-            .map(|p| p.device.as_str())
-            .chain(
-                data.unreadable
-                    .iter()
-                    .filter(|(entity, _)| !excluded_by_name(entity, settings))
-                    .map(|(entity, _)| entity.split_once(':').map_or(entity.as_str(), |(d, _)| d)),
-            )
-            .collect();
-        findings.push(if hcas.len() < expected {
-            Finding::new(NAME, "hcas", "IB_HCA_MISSING", Severity::Down)
-                .expected(expected)
-                .actual(hcas.len())
-                .action(Action::Repair)
-                .message(format!(
-                    "{} of {expected} InfiniBand HCAs present",
-                    hcas.len()
-                ))
-        } else {
-            Finding::ok(NAME, "hcas")
-        });
+        findings.push(hca_count(data, &judged, settings, expected));
     }
-
     for port in judged {
         let entity = port.entity();
-        let with_pci = |f: Finding| match &port.pci_bus_id {
-            Some(id) => f.pci(id.clone()),
-            None => f,
-        };
-        let mut own = Vec::new();
-        let up = state_name(&port.state) == "ACTIVE" && state_name(&port.phys_state) == "LinkUp";
-        if !up {
-            own.push(
-                Finding::new(NAME, &entity, "IB_PORT_DOWN", Severity::Down)
-                    .expected("4: ACTIVE, 5: LinkUp")
-                    .actual(format!("{}, {}", port.state, port.phys_state))
-                    .action(Action::Repair)
-                    .message(format!("{entity} is {} / {}", port.state, port.phys_state)),
-            );
-        }
-        if let (true, Some(want), Some(rate)) = (up, settings.expected_rate_gbps, port.rate_gbps) {
-            if rate + 1e-6 < want {
-                own.push(
-                    Finding::new(NAME, &entity, "IB_RATE_DEGRADED", Severity::Drain)
-                        .expected(format!("{want} Gb/sec"))
-                        .actual(format!("{rate} Gb/sec"))
-                        .action(Action::Repair)
-                        .message(format!("{entity} runs at {rate} Gb/sec instead of {want}")),
-                );
-            }
-        }
-        let before = previous.ports.get(&entity);
-        let mut port_state = PortState {
-            last: port.counters.clone(),
-            recent: BTreeMap::new(),
-        };
-        for (name, &value) in &port.counters {
-            let Some(limits) = settings.counters.get(name) else {
-                continue;
-            };
-            let mut recent = before
-                .and_then(|b| b.recent.get(name).cloned())
-                .unwrap_or_default();
-            let previous_value = before.and_then(|b| b.last.get(name).copied());
-            recent.record(now, growth(previous_value, value), settings.rate_window_s);
-            let per_hour = recent.per_hour(settings.rate_window_s);
-            // A down port already says it all; its counters move as it flaps.
-            let severity = if !up {
-                None
-            } else if per_hour > limits.drain_per_hour {
-                Some((Severity::Drain, limits.drain_per_hour))
-            } else if per_hour > limits.warning_per_hour {
-                Some((Severity::Warning, limits.warning_per_hour))
-            } else {
-                None
-            };
-            if let Some((severity, limit)) = severity {
-                own.push(
-                    Finding::new(
-                        NAME,
-                        &entity,
-                        format!("IB_{}_RATE", name.to_ascii_uppercase()),
-                        severity,
-                    )
-                    .expected(format!("<= {limit}/h"))
-                    .actual(format!("{per_hour:.0}/h"))
-                    .message(format!(
-                        "{entity}: {name} grew by {per_hour:.0}/h (now {value})"
-                    ))
-                    .from_counter_growth(),
-                );
-            }
-            if !recent.is_empty() {
-                port_state.recent.insert(name.clone(), recent);
-            }
-        }
-        state.ports.insert(entity.clone(), port_state);
-        if own.is_empty() {
-            own.push(Finding::ok(NAME, &entity));
-        }
-        findings.extend(own.into_iter().map(with_pci));
+        let (own, port_state) = judge_port(port, settings, previous.ports.get(&entity), now);
+        state.ports.insert(entity, port_state);
+        findings.extend(own);
     }
-
     for (entity, message) in &data.unreadable {
         // Keep its counters, so the next readable run still sees the growth.
         if let Some(before) = previous.ports.get(entity) {
@@ -169,6 +71,132 @@ pub fn evaluate(
         }
     }
     (findings, state)
+}
+
+/// The HCAs present against `expected_hcas`. A port we could not read is
+/// still there: it is judged `unknown`, not missing.
+fn hca_count(data: &IbData, judged: &[&Port], settings: &IbSettings, expected: usize) -> Finding {
+    let hcas: BTreeSet<&str> = judged
+        .iter()
+        .map(|p| p.device.as_str())
+        .chain(
+            data.unreadable
+                .iter()
+                .filter(|(entity, _)| !excluded_by_name(entity, settings))
+                .map(|(entity, _)| entity.split_once(':').map_or(entity.as_str(), |(d, _)| d)),
+        )
+        .collect();
+    if hcas.len() >= expected {
+        return Finding::ok(NAME, "hcas");
+    }
+    Finding::new(NAME, "hcas", "IB_HCA_MISSING", Severity::Down)
+        .expected(expected)
+        .actual(hcas.len())
+        .action(Action::Repair)
+        .message(format!(
+            "{} of {expected} InfiniBand HCAs present",
+            hcas.len()
+        ))
+}
+
+/// One port's findings (its link, then its counters' growth; ok when none),
+/// each with the HCA's PCI bus id, and its state for the next run.
+fn judge_port(
+    port: &Port,
+    settings: &IbSettings,
+    before: Option<&PortState>,
+    now: i64,
+) -> (Vec<Finding>, PortState) {
+    let entity = port.entity();
+    let up = state_name(&port.state) == "ACTIVE" && state_name(&port.phys_state) == "LinkUp";
+    let mut own = link(port, &entity, up, settings);
+    let mut port_state = PortState {
+        last: port.counters.clone(),
+        recent: BTreeMap::new(),
+    };
+    for (name, &value) in &port.counters {
+        let Some(limits) = settings.counters.get(name) else {
+            continue;
+        };
+        let mut recent = before
+            .and_then(|b| b.recent.get(name).cloned())
+            .unwrap_or_default();
+        let previous_value = before.and_then(|b| b.last.get(name).copied());
+        recent.record(now, growth(previous_value, value), settings.rate_window_s);
+        // A down port already says it all; its counters move as it flaps.
+        if up {
+            own.extend(counter_rate(
+                &entity, name, value, &recent, limits, settings,
+            ));
+        }
+        if !recent.is_empty() {
+            port_state.recent.insert(name.clone(), recent);
+        }
+    }
+    if own.is_empty() {
+        own.push(Finding::ok(NAME, &entity));
+    }
+    let with_pci = |f: Finding| match &port.pci_bus_id {
+        Some(id) => f.pci(id.clone()),
+        None => f,
+    };
+    (own.into_iter().map(with_pci).collect(), port_state)
+}
+
+/// The link: down, or up at less than the expected rate.
+fn link(port: &Port, entity: &str, up: bool, settings: &IbSettings) -> Vec<Finding> {
+    if !up {
+        return vec![Finding::new(NAME, entity, "IB_PORT_DOWN", Severity::Down)
+            .expected("4: ACTIVE, 5: LinkUp")
+            .actual(format!("{}, {}", port.state, port.phys_state))
+            .action(Action::Repair)
+            .message(format!("{entity} is {} / {}", port.state, port.phys_state))];
+    }
+    match (settings.expected_rate_gbps, port.rate_gbps) {
+        (Some(want), Some(rate)) if rate + 1e-6 < want => {
+            vec![
+                Finding::new(NAME, entity, "IB_RATE_DEGRADED", Severity::Drain)
+                    .expected(format!("{want} Gb/sec"))
+                    .actual(format!("{rate} Gb/sec"))
+                    .action(Action::Repair)
+                    .message(format!("{entity} runs at {rate} Gb/sec instead of {want}")),
+            ]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// An error counter that grows faster than its limits within the window.
+fn counter_rate(
+    entity: &str,
+    name: &str,
+    value: u64,
+    recent: &Recent,
+    limits: &CounterRate,
+    settings: &IbSettings,
+) -> Option<Finding> {
+    let per_hour = recent.per_hour(settings.rate_window_s);
+    let (severity, limit) = if per_hour > limits.drain_per_hour {
+        (Severity::Drain, limits.drain_per_hour)
+    } else if per_hour > limits.warning_per_hour {
+        (Severity::Warning, limits.warning_per_hour)
+    } else {
+        return None;
+    };
+    Some(
+        Finding::new(
+            NAME,
+            entity,
+            format!("IB_{}_RATE", name.to_ascii_uppercase()),
+            severity,
+        )
+        .expected(format!("<= {limit}/h"))
+        .actual(format!("{per_hour:.0}/h"))
+        .message(format!(
+            "{entity}: {name} grew by {per_hour:.0}/h (now {value})"
+        ))
+        .from_counter_growth(),
+    )
 }
 
 /// True when config excludes `device:port` by its name or its device's.

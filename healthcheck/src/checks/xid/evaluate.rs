@@ -131,68 +131,9 @@ pub fn evaluate(
 
     let mut events = Vec::new();
     for record in &gathered.records {
-        let at = gathered.btime + (record.ts_usec / 1_000_000) as i64;
-        match parse::parse(&record.message) {
-            Nvrm::GpuAt { bus, uuid } => {
-                state.uuids.insert(bus, uuid);
-            }
-            Nvrm::Xid(x) => {
-                let rule = catalog::rule(x.xid, x.recovery, settings);
-                events.push(Event {
-                    entity: gpu_of(&x.bus, &gathered.gpus).entity,
-                    code: code_of(x.xid),
-                    severity: rule.severity,
-                    occurred_at: at,
-                    boot_id: gathered.boot_id.clone(),
-                    seq: record.seq as i64,
-                    detail: clip(record.message.trim(), MAX_TEXT),
-                });
-                fold(&mut state.tallies, x, at, record.seq, settings);
-            }
-            Nvrm::BadXid { bus, reason } => state.problems.push(Problem {
-                code: XID_PARSE_ERROR.to_string(),
-                at,
-                message: format!(
-                    "{} {}: unreadable XID line ({reason}): `{}`",
-                    gathered.source_name,
-                    place(record),
-                    clip(record.message.trim(), 160)
-                ),
-                bus,
-            }),
-            Nvrm::Other => {
-                if settings.kernel_log.enabled {
-                    events.extend(kernel_log::fold(
-                        &mut state.kernel_log,
-                        record,
-                        at,
-                        &gathered.boot_id,
-                        &settings.kernel_log,
-                    ));
-                }
-            }
-        }
+        events.extend(fold_record(&mut state, gathered, record, settings));
     }
-    if let Some(first) = gathered.read.bad.first() {
-        let more = gathered.read.bad_count.saturating_sub(1);
-        state.problems.push(Problem {
-            code: KMSG_MALFORMED.to_string(),
-            at: now,
-            bus: None,
-            message: format!(
-                "{} line {}: not a kmsg record ({}): `{}`{}",
-                gathered.source_name,
-                first.line,
-                first.reason,
-                first.text,
-                if more > 0 {
-                    format!("; {more} more such lines")
-                } else {
-                    String::new()
-                }
-            ),
-        });
-    }
+    state.problems.extend(malformed_lines(gathered, now));
     bound(&mut state, settings);
 
     let mut findings = findings(gathered, settings, &state, now);
@@ -220,6 +161,84 @@ pub fn evaluate(
         events,
         state,
     }
+}
+
+/// One record into the state: a GPU's UUID, an XID (an event and its
+/// tally), an unreadable XID line, or a host error for the kernel log tallies.
+fn fold_record(
+    state: &mut XidState,
+    gathered: &Gathered,
+    record: &KmsgRecord,
+    settings: &XidSettings,
+) -> Vec<Event> {
+    let at = gathered.btime + (record.ts_usec / 1_000_000) as i64;
+    match parse::parse(&record.message) {
+        Nvrm::GpuAt { bus, uuid } => {
+            state.uuids.insert(bus, uuid);
+            Vec::new()
+        }
+        Nvrm::Xid(x) => {
+            let rule = catalog::rule(x.xid, x.recovery, settings);
+            let event = Event {
+                entity: gpu_of(&x.bus, &gathered.gpus).entity,
+                code: code_of(x.xid),
+                severity: rule.severity,
+                occurred_at: at,
+                boot_id: gathered.boot_id.clone(),
+                seq: record.seq as i64,
+                detail: clip(record.message.trim(), MAX_TEXT),
+            };
+            fold(&mut state.tallies, x, at, record.seq, settings);
+            vec![event]
+        }
+        Nvrm::BadXid { bus, reason } => {
+            state.problems.push(Problem {
+                code: XID_PARSE_ERROR.to_string(),
+                at,
+                message: format!(
+                    "{} {}: unreadable XID line ({reason}): `{}`",
+                    gathered.source_name,
+                    place(record),
+                    clip(record.message.trim(), 160)
+                ),
+                bus,
+            });
+            Vec::new()
+        }
+        Nvrm::Other if settings.kernel_log.enabled => kernel_log::fold(
+            &mut state.kernel_log,
+            record,
+            at,
+            &gathered.boot_id,
+            &settings.kernel_log,
+        )
+        .into_iter()
+        .collect(),
+        Nvrm::Other => Vec::new(),
+    }
+}
+
+/// Lines of the source that are not kmsg records: the first, and how many more.
+fn malformed_lines(gathered: &Gathered, now: i64) -> Option<Problem> {
+    let first = gathered.read.bad.first()?;
+    let more = gathered.read.bad_count.saturating_sub(1);
+    Some(Problem {
+        code: KMSG_MALFORMED.to_string(),
+        at: now,
+        bus: None,
+        message: format!(
+            "{} line {}: not a kmsg record ({}): `{}`{}",
+            gathered.source_name,
+            first.line,
+            first.reason,
+            first.text,
+            if more > 0 {
+                format!("; {more} more such lines")
+            } else {
+                String::new()
+            }
+        ),
+    })
 }
 
 fn code_of(xid: u32) -> String {
@@ -395,6 +414,8 @@ fn describe(t: &Tally) -> String {
     format!("XID {} {times}{who}{text}", t.xid)
 }
 
+/// Findings per GPU in bus order (ok for a GPU with nothing that counts
+/// now), then the node's own.
 fn findings(g: &Gathered, s: &XidSettings, state: &XidState, now: i64) -> Vec<Finding> {
     // Every sysfs GPU gets a line, and so does every other bus id with history.
     let mut by_gpu: BTreeMap<Gpu, Vec<Finding>> = (0..g.gpus.len())
@@ -405,38 +426,79 @@ fn findings(g: &Gathered, s: &XidSettings, state: &XidState, now: i64) -> Vec<Fi
     tallies.sort_by_key(|t| (t.bus.clone(), t.xid));
     for t in tallies {
         let gpu = gpu_of(&t.bus, &g.gpus);
-        let rule = catalog::rule(t.xid, t.recovery, s);
-        let Some((severity, why)) = status(t, &rule, s, now) else {
-            quiet
-                .entry(gpu.entity.clone())
-                .or_default()
-                .push(format!("XID {} x{}", t.xid, t.count));
-            by_gpu.entry(gpu).or_default();
-            continue;
-        };
-        let why = match why {
-            Why::UntilReboot => "stays until reboot".to_string(),
-            Why::Window(w) => format!("counts for {} after it was seen", span(w)),
-            Why::Repeated => format!(
-                "repeated {} times within {}",
-                s.repeat_count,
-                span(s.repeat_window_s)
-            ),
-        };
-        let mut f = Finding::new("xid", gpu.entity.clone(), code_of(t.xid), severity)
-            .expected("no XID")
-            .actual(describe(t))
-            .action(rule.action)
-            .message(format!(
-                "XID {} ({}) on {}: {why}",
-                t.xid, rule.description, gpu.entity
-            ))
-            .pci(gpu.pci.clone());
-        if let Some(uuid) = state.uuids.get(&t.bus) {
-            f = f.uuid(uuid.clone());
+        match tally_finding(t, &gpu, s, state, now) {
+            Some(f) => by_gpu.entry(gpu).or_default().push(f),
+            None => {
+                quiet
+                    .entry(gpu.entity.clone())
+                    .or_default()
+                    .push(format!("XID {} x{}", t.xid, t.count));
+                by_gpu.entry(gpu).or_default();
+            }
         }
-        by_gpu.entry(gpu).or_default().push(f);
     }
+    let node_findings = problem_findings(g, s, state, now, &mut by_gpu);
+    let mut out = Vec::new();
+    for (gpu, found) in by_gpu {
+        if found.is_empty() {
+            out.push(quiet_gpu(&gpu, quiet.get(&gpu.entity), state));
+        } else {
+            out.extend(found);
+        }
+    }
+    out.extend(node_findings);
+    if out.is_empty() {
+        out.push(Finding::ok("xid", "node").message(format!(
+            "no NVIDIA GPU in sysfs and no XID in {}",
+            g.source_name
+        )));
+    }
+    out
+}
+
+/// The finding of one XID on one GPU, if it still counts now.
+fn tally_finding(
+    t: &Tally,
+    gpu: &Gpu,
+    s: &XidSettings,
+    state: &XidState,
+    now: i64,
+) -> Option<Finding> {
+    let rule = catalog::rule(t.xid, t.recovery, s);
+    let (severity, why) = status(t, &rule, s, now)?;
+    let why = match why {
+        Why::UntilReboot => "stays until reboot".to_string(),
+        Why::Window(w) => format!("counts for {} after it was seen", span(w)),
+        Why::Repeated => format!(
+            "repeated {} times within {}",
+            s.repeat_count,
+            span(s.repeat_window_s)
+        ),
+    };
+    let mut f = Finding::new("xid", gpu.entity.clone(), code_of(t.xid), severity)
+        .expected("no XID")
+        .actual(describe(t))
+        .action(rule.action)
+        .message(format!(
+            "XID {} ({}) on {}: {why}",
+            t.xid, rule.description, gpu.entity
+        ))
+        .pci(gpu.pci.clone());
+    if let Some(uuid) = state.uuids.get(&t.bus) {
+        f = f.uuid(uuid.clone());
+    }
+    Some(f)
+}
+
+/// Recent unreadable lines as `unknown`s: a GPU's go to `by_gpu`, the
+/// node's come back.
+fn problem_findings(
+    g: &Gathered,
+    s: &XidSettings,
+    state: &XidState,
+    now: i64,
+    by_gpu: &mut BTreeMap<Gpu, Vec<Finding>>,
+) -> Vec<Finding> {
     let mut node_findings = Vec::new();
     for p in &state.problems {
         // As long as a warning XID: long enough to be seen, not until reboot.
@@ -453,37 +515,26 @@ fn findings(g: &Gathered, s: &XidSettings, state: &XidState, now: i64) -> Vec<Fi
             None => node_findings.push(Finding::unknown("xid", "node", &p.code, p.message.clone())),
         }
     }
+    node_findings
+}
 
-    let mut out = Vec::new();
-    for (gpu, found) in by_gpu {
-        if found.is_empty() {
-            let bus = parse::normalize_bus(&gpu.pci).unwrap_or_default();
-            let message = match quiet.get(&gpu.entity) {
-                Some(seen) => format!(
-                    "recorded since boot, no longer counting: {}",
-                    seen.join(", ")
-                ),
-                None => "no XID since boot".to_string(),
-            };
-            let mut f = Finding::ok("xid", gpu.entity.clone())
-                .pci(gpu.pci.clone())
-                .message(message);
-            if let Some(uuid) = state.uuids.get(&bus) {
-                f = f.uuid(uuid.clone());
-            }
-            out.push(f);
-        } else {
-            out.extend(found);
-        }
+/// A GPU with no XID that counts now; `seen` are those that no longer do.
+fn quiet_gpu(gpu: &Gpu, seen: Option<&Vec<String>>, state: &XidState) -> Finding {
+    let bus = parse::normalize_bus(&gpu.pci).unwrap_or_default();
+    let message = match seen {
+        Some(seen) => format!(
+            "recorded since boot, no longer counting: {}",
+            seen.join(", ")
+        ),
+        None => "no XID since boot".to_string(),
+    };
+    let mut f = Finding::ok("xid", gpu.entity.clone())
+        .pci(gpu.pci.clone())
+        .message(message);
+    if let Some(uuid) = state.uuids.get(&bus) {
+        f = f.uuid(uuid.clone());
     }
-    out.extend(node_findings);
-    if out.is_empty() {
-        out.push(Finding::ok("xid", "node").message(format!(
-            "no NVIDIA GPU in sysfs and no XID in {}",
-            g.source_name
-        )));
-    }
-    out
+    f
 }
 
 #[cfg(test)]
