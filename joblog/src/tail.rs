@@ -99,6 +99,10 @@ impl LogTail {
 fn last_lines(bytes: &[u8], max_lines: usize) -> &[u8] {
     // A final line without `\n` counts as a line; a final `\n` does not start one.
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    // The common case, a tail of fewer lines than the cap, by a vector count.
+    if memchr::memchr_iter(b'\n', body).count() < max_lines {
+        return bytes;
+    }
     match memchr::memrchr_iter(b'\n', body).nth(max_lines.saturating_sub(1)) {
         Some(nl) if max_lines > 0 => &bytes[nl + 1..],
         Some(_) => &[],
@@ -109,9 +113,11 @@ fn last_lines(bytes: &[u8], max_lines: usize) -> &[u8] {
 
 /// `bytes` with every line longer than `max` cut to its first `max` bytes.
 fn cut_long_lines(bytes: &[u8], max: usize) -> Vec<u8> {
+    if !has_long_line(bytes, max) {
+        return bytes.to_vec();
+    }
     let mut out = Vec::with_capacity(bytes.len());
     let mut start = 0;
-    // Most logs have no long line: one copy, found by the line-end scan alone.
     for end in memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len())) {
         if start > bytes.len() {
             break;
@@ -124,6 +130,19 @@ fn cut_long_lines(bytes: &[u8], max: usize) -> Vec<u8> {
         start = end + 1;
     }
     out
+}
+
+/// Whether a line of `bytes` is longer than `max`: one backward search per
+/// window of `max` bytes, not one step per line.
+fn has_long_line(bytes: &[u8], max: usize) -> bool {
+    let mut start = 0;
+    while bytes.len() - start > max {
+        match memchr::memrchr(b'\n', &bytes[start..=start + max]) {
+            Some(nl) => start += nl + 1,
+            None => return true,
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -163,6 +182,15 @@ mod tests {
         let t = LogTail::from_bytes(b"short\n0123456789\nend\n", false, &limits(4, 100));
         assert_eq!(t.bytes(), b"shor\n0123\nend\n");
         assert_eq!(t.lines().count(), 3);
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_is_not_long_and_one_byte_more_is() {
+        assert!(!has_long_line(b"abcd\nabcd", 4));
+        assert!(!has_long_line(b"abcd\nabcd\n", 4));
+        assert!(has_long_line(b"abcd\nabcde\nab", 4));
+        assert!(has_long_line(b"abcde", 4));
+        assert!(!has_long_line(b"", 4));
     }
 
     #[test]
