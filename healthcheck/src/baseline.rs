@@ -148,7 +148,7 @@ pub fn read(root: &NodeRoot) -> Result<Baseline, CheckError> {
 
     let meminfo = root.read_to_string(memory::sysfs::MEMINFO)?;
     baseline.mem_total_kib = memory::sysfs::parse_mem_total(&meminfo)
-        .map_err(|m| CheckError::malformed(memory::sysfs::MEMINFO, m))?;
+        .map_err(|e| CheckError::malformed(memory::sysfs::MEMINFO, e.to_string()))?;
     baseline.cpus_online = cpus::gather(root)?.online;
 
     let block_data = block::gather(root)?;

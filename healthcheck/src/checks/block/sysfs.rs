@@ -70,14 +70,14 @@ pub fn is_nvme_namespace(name: &str) -> bool {
 }
 
 /// A `size` file: 512-byte sectors.
-pub fn parse_sectors(text: &str) -> Result<u64, String> {
+fn parse_sectors(text: &str) -> Result<u64, String> {
     let t = text.trim();
     t.parse()
         .map_err(|_| format!("expected a number of sectors, found {t:?}"))
 }
 
 /// An `ro` file: `0` or `1`.
-pub fn parse_flag(text: &str) -> Result<bool, String> {
+fn parse_flag(text: &str) -> Result<bool, String> {
     match text.trim() {
         "0" => Ok(false),
         "1" => Ok(true),

@@ -25,7 +25,7 @@ pub fn gather(root: &NodeRoot) -> Result<CpuData, CheckError> {
 
 /// The number of CPUs in a kernel CPU list: comma-separated numbers and
 /// inclusive ranges (`0-3,8,10-11` is 7). An empty list is no CPUs.
-pub fn count_cpu_list(text: &str) -> Result<usize, String> {
+fn count_cpu_list(text: &str) -> Result<usize, String> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(0);

@@ -2,6 +2,7 @@
 
 use crate::check::CheckError;
 use crate::root::NodeRoot;
+use thiserror::Error;
 
 pub const MEMINFO: &str = "/proc/meminfo";
 /// One directory per memory controller (`mc0`, `mc1`, ...).
@@ -35,8 +36,9 @@ pub fn gather(root: &NodeRoot, with_total: bool) -> Result<MemoryData, CheckErro
     let mut data = MemoryData::default();
     if with_total {
         let text = root.read_to_string(MEMINFO)?;
-        data.total_kib =
-            Some(parse_mem_total(&text).map_err(|m| CheckError::malformed(MEMINFO, m))?);
+        data.total_kib = Some(
+            parse_mem_total(&text).map_err(|e| CheckError::malformed(MEMINFO, e.to_string()))?,
+        );
     }
     for mc in root.list_dir(EDAC_DIR)? {
         if !is_numbered(&mc, "mc") {
@@ -131,26 +133,40 @@ fn is_numbered(name: &str, prefix: &str) -> bool {
 }
 
 /// A counter file's value: a decimal number.
-pub fn parse_count(text: &str) -> Result<u64, String> {
+fn parse_count(text: &str) -> Result<u64, String> {
     let t = text.trim();
     t.parse()
         .map_err(|_| format!("expected a count, found {t:?}"))
 }
 
+/// Why `/proc/meminfo` gave no `MemTotal`; each names the field.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum MemTotalError {
+    #[error("no MemTotal line")]
+    NoLine,
+    #[error("MemTotal: no value")]
+    NoValue,
+    #[error("MemTotal: expected a number, found {0:?}")]
+    NotANumber(String),
+    /// The word after the number, if any, where the kernel writes `kB`.
+    #[error("MemTotal: expected the unit kB, found {0:?}")]
+    WrongUnit(Option<String>),
+}
+
 /// `MemTotal:       2113225816 kB` from `/proc/meminfo`, in KiB.
-pub fn parse_mem_total(meminfo: &str) -> Result<u64, String> {
+pub fn parse_mem_total(meminfo: &str) -> Result<u64, MemTotalError> {
     let line = meminfo
         .lines()
         .find_map(|l| l.strip_prefix("MemTotal:"))
-        .ok_or("no MemTotal line")?;
+        .ok_or(MemTotalError::NoLine)?;
     let mut words = line.split_whitespace();
-    let value = words.next().ok_or("MemTotal: no value")?;
+    let value = words.next().ok_or(MemTotalError::NoValue)?;
     let kib: u64 = value
         .parse()
-        .map_err(|_| format!("MemTotal: expected a number, found {value:?}"))?;
+        .map_err(|_| MemTotalError::NotANumber(value.to_string()))?;
     match words.next() {
         Some("kB") => Ok(kib),
-        other => Err(format!("MemTotal: expected the unit kB, found {other:?}")),
+        other => Err(MemTotalError::WrongUnit(other.map(str::to_string))),
     }
 }
 
@@ -169,14 +185,16 @@ mod tests {
 
     #[test]
     fn a_meminfo_without_mem_total_or_with_garbage_is_an_error_naming_the_field() {
+        let error = |text| parse_mem_total(text).unwrap_err().to_string();
+        assert_eq!(error("MemFree: 1 kB\n"), "no MemTotal line");
         assert_eq!(
-            parse_mem_total("MemFree: 1 kB\n"),
-            Err("no MemTotal line".into())
+            error("MemTotal: lots kB\n"),
+            "MemTotal: expected a number, found \"lots\""
         );
-        assert!(parse_mem_total("MemTotal: lots kB\n")
-            .unwrap_err()
-            .contains("MemTotal"));
-        assert!(parse_mem_total("MemTotal: 12 MB\n").is_err());
+        assert_eq!(
+            error("MemTotal: 12 MB\n"),
+            "MemTotal: expected the unit kB, found Some(\"MB\")"
+        );
     }
 
     #[test]

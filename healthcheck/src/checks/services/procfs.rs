@@ -60,7 +60,7 @@ pub fn gather(root: &NodeRoot, wanted: &[String]) -> Result<Running, CheckError>
 
 /// The state letter of `/proc/<pid>/stat` (`1234 (munged) S 1 ...`). The
 /// name may hold spaces and parentheses, so the state follows the last `)`.
-pub fn stat_state(stat: &str) -> Result<char, String> {
+fn stat_state(stat: &str) -> Result<char, String> {
     let after = stat
         .rfind(')')
         .map(|i| &stat[i + 1..])
