@@ -42,6 +42,13 @@ use lemonade_sql::node_jobs;
 use plan::{GpuReset, HandOver, Step};
 use std::time::Duration;
 
+/// What the remediation did: its state changes and its lines for stderr.
+#[derive(Debug, Clone, Default)]
+pub struct RepairResult {
+    pub changes: Vec<StateChange>,
+    pub messages: Vec<String>,
+}
+
 /// Runs the remediation after the policy of a periodic run. Returns the
 /// changes and messages it adds (the pipeline tells the hooks and exports
 /// them with the policy's).
@@ -52,7 +59,7 @@ pub fn apply(
     dry_run: bool,
     recheck: &[String],
     session: &mut NodeSession,
-) -> PolicyResult {
+) -> RepairResult {
     let settings = &config.remediation;
     // Slurm that just failed the policy is not asked again in this run.
     let slurm_trouble = policy
@@ -60,12 +67,12 @@ pub fn apply(
         .iter()
         .any(|c| c.outcome == ChangeOutcome::Failed);
     if !settings.enabled || report.trigger != Trigger::Periodic || slurm_trouble {
-        return PolicyResult::default();
+        return RepairResult::default();
     }
     let path = session.path().to_path_buf();
     let Some(store) = session.writable() else {
         // Without the node database there is no ladder: do nothing.
-        return PolicyResult::default();
+        return RepairResult::default();
     };
     let mut memory = Memory::parse(
         node_jobs::policy_state(store.connection(), &path)
@@ -80,7 +87,7 @@ pub fn apply(
         report,
         dry_run: dry_run || config.policy.dry_run,
         cmds: config.slurm.commands(),
-        result: PolicyResult::default(),
+        result: RepairResult::default(),
         forget: Vec::new(),
     };
     match memory.ours.clone() {
@@ -108,7 +115,7 @@ struct RepairCtx<'a> {
     report: &'a RunReport,
     dry_run: bool,
     cmds: SlurmCommands,
-    result: PolicyResult,
+    result: RepairResult,
     /// PCI bus ids of GPUs reset clean: their XIDs so far are history.
     forget: Vec<String>,
 }
