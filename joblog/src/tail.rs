@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 /// Bounds on what is read from one log file. The defaults suit `lemon
-/// ingest`: 256 KiB of tail, 4 KiB lines, 20,000 lines, 3 s per file.
+/// ingest`: 256 KiB of tail, 4 KiB lines, 20,000 lines, 3 s per file,
+/// 4 files at a time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// How much of the end of the file to read. Clamped to
@@ -24,6 +25,8 @@ pub struct Limits {
     /// How many reads that ran past their time may still be hanging (their
     /// threads abandoned) before further files are skipped without trying.
     pub max_stalled: usize,
+    /// How many logs [`crate::read_tails`] reads at once.
+    pub parallel_reads: usize,
 }
 
 impl Limits {
@@ -47,6 +50,7 @@ impl Default for Limits {
             max_lines: 20_000,
             timeout: Duration::from_secs(3),
             max_stalled: 4,
+            parallel_reads: 4,
         }
     }
 }

@@ -7,7 +7,9 @@
 //! they say so on stderr and return, unless `LEMONADE_REQUIRE_CLUSTER` is
 //! set (scripts/test, as root), where a missing privilege fails them.
 
-use joblog::{classify, read_tail, Catalog, JobLayout, Limits, LogTail, Skip, VerdictKind};
+use joblog::{
+    classify, read_tail, read_tails, Catalog, JobLayout, Limits, LogTail, Skip, VerdictKind,
+};
 use std::io::Write;
 use std::os::unix::fs::{symlink, FileExt, PermissionsExt};
 use std::path::Path;
@@ -307,4 +309,28 @@ fn relative_paths_dot_dot_directories_and_devices_are_refused() {
         read_tail(Path::new("/dev/zero"), 0, &l),
         Err(Skip::NotRegular)
     );
+}
+
+#[test]
+fn many_logs_are_read_a_few_at_a_time_each_with_its_own_result_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut logs = Vec::new();
+    for i in 0..10 {
+        let path = dir.path().join(format!("slurm-{i}.out"));
+        if i % 3 != 0 {
+            write(&path, format!("job {i}\n").as_bytes());
+        }
+        logs.push((path, me()));
+    }
+    let mut seen = Vec::new();
+    read_tails(&logs, &Limits::default(), |index, result| {
+        let expected = if index % 3 == 0 {
+            Err(Skip::NoLog)
+        } else {
+            Ok(format!("job {index}\n").into_bytes())
+        };
+        assert_eq!(result.map(|t| t.bytes().to_vec()), expected, "log {index}");
+        seen.push(index);
+    });
+    assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }

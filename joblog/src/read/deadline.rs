@@ -19,8 +19,17 @@ pub fn stalled_now() -> usize {
 }
 
 struct Slot<T> {
-    result: Option<T>,
+    result: Option<Result<T, Skip>>,
     abandoned: bool,
+}
+
+/// The worker's slot and the signal that it filled it.
+type Shared<T> = Arc<(Mutex<Slot<T>>, Condvar)>;
+
+/// A read under way in its own thread, started at `started`.
+pub struct Pending<T> {
+    shared: Shared<T>,
+    started: Instant,
 }
 
 /// Runs `work` in a new thread and returns its result, or
@@ -28,6 +37,16 @@ struct Slot<T> {
 /// left to finish on its own), or [`Skip::TooManyStalled`] without starting
 /// it when `max_stalled` earlier reads are still hanging.
 pub fn run<T, F>(timeout: Duration, max_stalled: usize, work: F) -> Result<T, Skip>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, Skip> + Send + 'static,
+{
+    start(max_stalled, work)?.wait(timeout)
+}
+
+/// Starts `work` in a new thread, unless `max_stalled` earlier reads are
+/// still hanging.
+pub fn start<T, F>(max_stalled: usize, work: F) -> Result<Pending<T>, Skip>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, Skip> + Send + 'static,
@@ -43,7 +62,7 @@ where
         Condvar::new(),
     ));
     let theirs = Arc::clone(&shared);
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("joblog-read".into())
         .stack_size(64 * 1024)
         .spawn(move || {
@@ -56,34 +75,37 @@ where
                 slot.result = Some(result);
                 ready.notify_one();
             }
-        });
-    if spawned.is_err() {
-        return Err(Skip::Unreadable);
-    }
-    wait(&shared, timeout)
+        })
+        .map_err(|_| Skip::Unreadable)?;
+    Ok(Pending {
+        shared,
+        started: Instant::now(),
+    })
 }
 
-/// Waits for the worker's result until the deadline; past it, marks the
-/// slot abandoned under the same lock the worker takes, so exactly one of
-/// the two sides accounts for the thread.
-fn wait<T>(shared: &(Mutex<Slot<Result<T, Skip>>>, Condvar), timeout: Duration) -> Result<T, Skip> {
-    let (lock, ready) = shared;
-    let deadline = Instant::now() + timeout;
-    let mut slot = lock.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        if let Some(result) = slot.result.take() {
-            return result;
+impl<T> Pending<T> {
+    /// The result, once the worker has one and within `timeout` of the
+    /// start; past it, the slot is marked abandoned under the lock the
+    /// worker takes, so that exactly one side accounts for the thread.
+    pub fn wait(self, timeout: Duration) -> Result<T, Skip> {
+        let (lock, ready) = &*self.shared;
+        let deadline = self.started + timeout;
+        let mut slot = lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(result) = slot.result.take() {
+                return result;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                slot.abandoned = true;
+                STALLED.fetch_add(1, Ordering::SeqCst);
+                return Err(Skip::TimedOut);
+            }
+            slot = ready
+                .wait_timeout(slot, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            slot.abandoned = true;
-            STALLED.fetch_add(1, Ordering::SeqCst);
-            return Err(Skip::TimedOut);
-        }
-        slot = ready
-            .wait_timeout(slot, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
     }
 }
 
