@@ -214,7 +214,11 @@ fn after_checks(
         (changed, &exported, &config.spool.dir, session.writable())
     {
         // Not fatal: unsaved, the versions are sent again next time.
-        let _ = inventory.save_as_sent(sent, store, request.run.now.timestamp());
+        if let Err(e) = inventory.save_as_sent(sent, store, request.run.now.timestamp()) {
+            eprintln!(
+                "healthcheck: the versions sent were not recorded (sent again next run): {e}"
+            );
+        }
     }
     (policy, exported)
 }
@@ -274,7 +278,9 @@ fn run_hooks(
             };
             // Best effort, as the policy's own rows.
             let row = change.row(at, report.run_id);
-            let _ = node_jobs::record_state_change(store.connection(), &path, &row);
+            if let Err(e) = node_jobs::record_state_change(store.connection(), &path, &row) {
+                eprintln!("healthcheck: hook run not recorded: {}: {e}", change.detail);
+            }
         }
     }
 }
@@ -359,7 +365,9 @@ fn record_job(session: &mut NodeSession, job: &JobRecord, now: DateTime<Utc>) ->
     match job {
         JobRecord::Started { job_id, user } => {
             if let Some(s) = store {
-                let _ = node_jobs::job_started(s.connection(), &path, job_id, user.as_deref(), at);
+                let written =
+                    node_jobs::job_started(s.connection(), &path, job_id, user.as_deref(), at);
+                say_unrecorded("start", job_id, written);
             }
             Body::JobStart {
                 job_id: job_id.clone(),
@@ -372,8 +380,9 @@ fn record_job(session: &mut NodeSession, job: &JobRecord, now: DateTime<Utc>) ->
             signal,
         } => {
             if let Some(s) = store {
-                let _ =
+                let written =
                     node_jobs::job_ended(s.connection(), &path, job_id, at, *exit_code, *signal);
+                say_unrecorded("end", job_id, written);
             }
             Body::JobEnd {
                 job_id: job_id.clone(),
@@ -381,6 +390,16 @@ fn record_job(session: &mut NodeSession, job: &JobRecord, now: DateTime<Utc>) ->
                 signal: *signal,
             }
         }
+    }
+}
+
+/// The export record carries a job's start or end either way; a node
+/// database that could not keep it is said on stderr (slurmd's log).
+fn say_unrecorded<E: std::fmt::Display>(what: &str, job_id: &str, written: Result<(), E>) {
+    if let Err(e) = written {
+        eprintln!(
+            "healthcheck: job {job_id}: its {what} was not recorded in the node database: {e}"
+        );
     }
 }
 
