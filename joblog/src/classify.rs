@@ -29,6 +29,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The most evidence lines a verdict keeps.
 pub const MAX_EVIDENCE: usize = 2;
 
+/// Past this many ranks (a layout from a wrong AllocTRES), the rules that
+/// walk every rank are not applied.
+const MAX_RANKS_WALKED: u32 = 1 << 20;
+
 /// What the job's logs say about its failure.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum VerdictKind {
@@ -191,7 +195,10 @@ impl<'a> Sorted<'a> {
             .flat_map(|h| h.ranks.iter().copied())
             .collect();
         // Ranks the layout does not have: the layout is wrong, do not guess.
-        if total < 2 || printed.is_empty() || printed.iter().any(|&r| r >= total) {
+        if !(2..=MAX_RANKS_WALKED).contains(&total)
+            || printed.is_empty()
+            || printed.iter().any(|&r| r >= total)
+        {
             return None;
         }
         let silent: Vec<u32> = (0..total).filter(|r| !printed.contains(r)).collect();
@@ -289,7 +296,9 @@ fn everywhere_signatures<'a>(layout: &JobLayout, hits: &'a [Hit]) -> BTreeSet<&'
         let ranks: BTreeSet<u32> = group.iter().flat_map(|h| h.ranks.iter().copied()).collect();
         if !ranks.is_empty() {
             let all = layout.ranks();
-            return ranks.len() >= 2 && (0..all).all(|r| ranks.contains(&r));
+            return ranks.len() >= 2
+                && all <= MAX_RANKS_WALKED
+                && (0..all).all(|r| ranks.contains(&r));
         }
         let nodes: BTreeSet<&str> = group.iter().flat_map(|h| origin_nodes(layout, h)).collect();
         layout.nodes().len() >= 2 && nodes.len() == layout.nodes().len()

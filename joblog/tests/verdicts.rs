@@ -306,3 +306,21 @@ fn the_layout_from_alloc_tres_maps_ranks_to_nodes_for_the_verdict() {
         VerdictKind::HardwareOn("a2".into())
     );
 }
+
+#[test]
+fn an_absurd_layout_from_a_wrong_alloc_tres_does_not_stall_the_verdict() {
+    let l = JobLayout::from_alloc_tres(vec!["a1".into()], "gres/gpu=4000000000");
+    let started = std::time::Instant::now();
+    let timeouts: Vec<String> = (0..8).map(timeout).collect();
+    assert_eq!(verdict_on(&l, &timeouts).kind, VerdictKind::Unknown);
+    let cuda: Vec<String> = (0..4)
+        .map(|r| {
+            format!("[rank{r}]: RuntimeError: CUDA error: an illegal memory access was encountered")
+        })
+        .collect();
+    assert_eq!(
+        verdict_on(&l, &cuda).kind,
+        VerdictKind::HardwareOn("a1".into())
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
