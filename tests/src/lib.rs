@@ -11,11 +11,14 @@
 //! * [`history`]: scheduler histories in sacct's format with planted lemons.
 //! * [`reliability_history`] (feature `reliability`): job records with a
 //!   known hardware failure rate, for the reliability report.
+//! * [`metric_traces`]: per-node metric traces of training jobs with planted
+//!   faulty machines, and the scorer of `lemon watch`'s calls.
 
 pub mod cluster;
 pub mod fake_nvml;
 pub mod fixture;
 pub mod history;
+pub mod metric_traces;
 #[cfg(feature = "reliability")]
 pub mod reliability_history;
 pub mod slurm_root;
