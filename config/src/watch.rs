@@ -46,6 +46,13 @@ pub struct WatchSettings {
     pub uniqueness: f64,
     /// Continuity: consecutive steps a node must stay the candidate before the call.
     pub continuity_steps: u32,
+    /// A shared phase change: the job's level of a primary metric moved by
+    /// more than this (natural log, 0.25 is about 28%) since the last step.
+    /// Nodes whose clocks lag cross such an edge a sample late, so ...
+    pub transition_change: f64,
+    /// ... for this many steps after one, no candidate counts, for or
+    /// against continuity.
+    pub settle_steps: u32,
     /// Jobs with at most this many nodes get only the drastic-drop rule: with
     /// 2 or 3 nodes "the odd one out" is not defined by peers.
     pub small_job_max_nodes: usize,
@@ -78,10 +85,12 @@ impl Default for WatchSettings {
             denoise_samples: 3,
             threshold: 6.0,
             evidence_z: 2.0,
-            min_spread: 0.03,
+            min_spread: 0.02,
             floor_fraction: 0.05,
             uniqueness: 0.5,
-            continuity_steps: 3,
+            continuity_steps: 4,
+            transition_change: 0.25,
+            settle_steps: 2,
             small_job_max_nodes: 3,
             small_job_drop: 0.5,
             small_job_sustain_s: 180,

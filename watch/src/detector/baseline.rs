@@ -1,0 +1,159 @@
+//! What the detector learns from the end of a job's warm-up: each metric's
+//! level and noise, and each node's own place among its peers.
+//!
+//! This is the "denoising model learned online from the job's own first
+//! minutes": nodes that differ by design (a rank 0 that also logs, pipeline
+//! stages, a slightly hotter GPU) keep their learned offset, and only a
+//! change from it counts.
+
+use super::peers::log_ratio;
+use crate::stats::{median, scaled_mad};
+
+/// The fewest warm-up values a node needs for a baseline of its own.
+const MIN_VALUES: usize = 3;
+
+/// The learned baseline of one metric in one job.
+#[derive(Debug, Clone)]
+pub struct MetricBaseline {
+    /// Added to the job's level before dividing by it (metrics at 0).
+    pub floor: f64,
+    /// The typical wobble of one node's denoised value over time, relative
+    /// to the job's level: the least spread a step is given.
+    pub noise: f64,
+    /// Each node's warm-up level as a multiple of the job's (`None`: too
+    /// few warm-up values; [`MetricBaseline::expected`] then assumes the
+    /// typical node).
+    ratio: Vec<Option<f64>>,
+    typical_ratio: f64,
+    /// Each node's own denoised level (the small-job rule compares drops).
+    own: Vec<Option<f64>>,
+}
+
+impl MetricBaseline {
+    /// Learns from the baseline window: `steps[t][node]` is a node's
+    /// denoised value at a step (NaN: missing; a step may list fewer nodes
+    /// than later ones). `None` when no step has a value.
+    pub fn learn(steps: &[Vec<f64>], floor_fraction: f64) -> Option<Self> {
+        let nodes = steps.iter().map(Vec::len).max().unwrap_or(0);
+        let at = |t: usize, node: usize| steps[t].get(node).copied().unwrap_or(f64::NAN);
+        let mut scratch = Vec::new();
+        let levels: Vec<f64> = steps
+            .iter()
+            .map(|step| {
+                scratch.clear();
+                scratch.extend(step.iter().copied().filter(|v| !v.is_nan()));
+                median(&mut scratch).unwrap_or(f64::NAN)
+            })
+            .collect();
+        scratch.clear();
+        scratch.extend(levels.iter().copied().filter(|v| !v.is_nan()));
+        let level = median(&mut scratch)?;
+        let all = steps.iter().flatten().filter(|v| !v.is_nan());
+        let (sum, count) = all.fold((0.0, 0usize), |(s, c), v| (s + v.abs(), c + 1));
+        // A metric that is 0 on most nodes still needs a scale: its mean.
+        let floor = (floor_fraction * level.abs().max(sum / count.max(1) as f64)).max(1e-9);
+        let per_node =
+            |f: &dyn Fn(usize, usize) -> Option<f64>, scratch: &mut Vec<f64>| -> Vec<Option<f64>> {
+                (0..nodes)
+                    .map(|node| {
+                        scratch.clear();
+                        scratch.extend((0..steps.len()).filter_map(|t| f(t, node)));
+                        (scratch.len() >= MIN_VALUES).then(|| median(scratch).unwrap_or(0.0))
+                    })
+                    .collect()
+            };
+        let value = |t: usize, node: usize| Some(at(t, node)).filter(|v| !v.is_nan());
+        let own = per_node(&value, &mut scratch);
+        // Ratios to the same step's level: phases the whole job went
+        // through during the window cancel.
+        let ratio_at = |t: usize, node: usize| {
+            value(t, node)
+                .filter(|_| levels[t] > 0.0)
+                .map(|v| v / levels[t])
+        };
+        let ratio = per_node(&ratio_at, &mut scratch);
+        let mut ratios: Vec<f64> = ratio.iter().flatten().copied().collect();
+        let typical_ratio = median(&mut ratios).unwrap_or(1.0);
+        let mut wobble: Vec<f64> = (0..nodes)
+            .filter_map(|node| {
+                scratch.clear();
+                scratch.extend(
+                    (0..steps.len())
+                        .filter_map(|t| Some(log_ratio(value(t, node)?, levels[t], floor))),
+                );
+                if scratch.len() < MIN_VALUES {
+                    return None;
+                }
+                let centre = median(&mut scratch.clone())?;
+                Some(scaled_mad(&mut scratch, centre))
+            })
+            .collect();
+        let noise = median(&mut wobble).unwrap_or(0.0);
+        Some(Self {
+            floor,
+            noise,
+            ratio,
+            typical_ratio,
+            own,
+        })
+    }
+
+    /// Where node `node` is expected at a step whose job level is `level`,
+    /// as a log ratio (see [`log_ratio`]): its learned multiple of the level,
+    /// which fades as the level sinks to the floor (an offset of 10% in
+    /// traffic is not 10% of a hung job's trickle).
+    pub fn expected(&self, node: usize, level: f64) -> f64 {
+        let ratio = self
+            .ratio
+            .get(node)
+            .copied()
+            .flatten()
+            .unwrap_or(self.typical_ratio);
+        log_ratio(level * ratio, level, self.floor)
+    }
+
+    /// Node `node`'s own learned level, if it had one.
+    pub fn own(&self, node: usize) -> Option<f64> {
+        self.own.get(node).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_that_differs_by_design_keeps_its_offset_while_the_level_is_high() {
+        let steps = vec![vec![100.0, 100.0, 100.0, 150.0]; 6];
+        let b = MetricBaseline::learn(&steps, 0.05).unwrap();
+        assert!((b.expected(3, 1e6) - 1.5f64.ln()).abs() < 1e-3);
+        assert!(b.expected(3, 0.0).abs() < 1e-9, "no offset at level 0");
+        assert_eq!(b.own(3), Some(150.0));
+    }
+
+    #[test]
+    fn a_checkpoint_during_the_window_does_not_skew_a_node_that_lags_it() {
+        // Most of the window in a checkpoint (level 3); node 3 leaves it a step late.
+        let mut steps = vec![vec![3.0, 3.0, 3.0, 3.0]; 5];
+        steps.push(vec![95.0, 95.0, 95.0, 3.0]);
+        steps.push(vec![95.0, 95.0, 95.0, 95.0]);
+        let b = MetricBaseline::learn(&steps, 0.05).unwrap();
+        assert!(b.expected(3, 95.0).abs() < 0.01, "{}", b.expected(3, 95.0));
+    }
+
+    #[test]
+    fn a_metric_at_zero_everywhere_still_gets_a_positive_floor() {
+        let steps = vec![vec![0.0; 4]; 6];
+        let b = MetricBaseline::learn(&steps, 0.05).unwrap();
+        assert!(b.floor > 0.0);
+    }
+
+    #[test]
+    fn a_node_without_warm_up_values_is_taken_as_typical() {
+        let steps = vec![vec![100.0, 100.0, 100.0, f64::NAN]; 6];
+        let b = MetricBaseline::learn(&steps, 0.05).unwrap();
+        assert_eq!(b.expected(3, 100.0), b.expected(0, 100.0));
+        assert_eq!(b.own(3), None);
+        assert_eq!(b.expected(9, 100.0), b.expected(0, 100.0));
+    }
+}

@@ -1,0 +1,369 @@
+//! The state of one running job: its nodes' recent samples, what was learned
+//! in its warm-up, the current candidate, and the nodes already called.
+
+use super::baseline::MetricBaseline;
+use super::peers::{self, MetricStep};
+use super::rules::{Direction, MetricRule};
+use super::small;
+use crate::Detection;
+use lemonade_config::WatchSettings;
+use std::collections::HashMap;
+
+use super::series::Series;
+
+/// One metric of one job.
+#[derive(Debug)]
+struct Metric {
+    name: Box<str>,
+    rule: MetricRule,
+    baseline: Option<MetricBaseline>,
+    /// Warm-up steps of the baseline window, each the denoised value per
+    /// node (NaN: missing); emptied once learned.
+    warmup: Vec<Vec<f64>>,
+    /// The job's level at the last step it was compared.
+    last_level: f64,
+}
+
+/// One job under watch.
+#[derive(Debug)]
+pub struct Job {
+    pub id: Box<str>,
+    start: i64,
+    pub last_seen: i64,
+    nodes: Vec<Box<str>>,
+    node_index: HashMap<Box<str>, usize>,
+    metrics: Vec<Metric>,
+    metric_index: HashMap<Box<str>, usize>,
+    /// `series[node][metric]`.
+    series: Vec<Vec<Series>>,
+    called: Vec<bool>,
+    learned: bool,
+    /// The node that stood alone at the last steps, and for how many.
+    candidate: Option<(usize, u32)>,
+    /// Steps left before candidates count again after a shared phase change.
+    settling: u32,
+    /// The levels of the learned metrics before the last phase change.
+    edge_levels: Vec<f64>,
+    /// Small jobs: since when each node has been flagged without a break.
+    flagged_since: Vec<Option<i64>>,
+    /// `values[metric * nodes + node]` of the current step.
+    values: Vec<f64>,
+}
+
+/// Buffers shared by every job's steps.
+#[derive(Debug, Default)]
+pub struct StepScratch {
+    peers: peers::Scratch,
+    drops: Vec<(usize, f64)>,
+}
+
+impl Job {
+    pub fn new(id: &str, start: i64) -> Self {
+        Self {
+            id: id.into(),
+            start,
+            last_seen: start,
+            nodes: Vec::new(),
+            node_index: HashMap::new(),
+            metrics: Vec::new(),
+            metric_index: HashMap::new(),
+            series: Vec::new(),
+            called: Vec::new(),
+            learned: false,
+            candidate: None,
+            settling: 0,
+            edge_levels: Vec::new(),
+            flagged_since: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Takes one finite sample; returns whether it was kept (the first
+    /// sample after an exporter gap is not).
+    pub fn push(
+        &mut self,
+        time: i64,
+        node: &str,
+        metric: &str,
+        value: f64,
+        cfg: &WatchSettings,
+    ) -> bool {
+        self.last_seen = time;
+        let node = self.node(node);
+        let metric = self.metric(metric, cfg);
+        let row = &mut self.series[node];
+        if row.len() <= metric {
+            row.resize_with(metric + 1, Series::default);
+        }
+        row[metric].push(time, value, cfg.stale_s, cfg.denoise_samples)
+    }
+
+    fn node(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.node_index.get(name) {
+            return i;
+        }
+        let i = self.nodes.len();
+        self.nodes.push(name.into());
+        self.node_index.insert(name.into(), i);
+        self.series.push(Vec::new());
+        self.called.push(false);
+        self.flagged_since.push(None);
+        i
+    }
+
+    fn metric(&mut self, name: &str, cfg: &WatchSettings) -> usize {
+        if let Some(&i) = self.metric_index.get(name) {
+            return i;
+        }
+        let i = self.metrics.len();
+        self.metrics.push(Metric {
+            name: name.into(),
+            rule: MetricRule::of(name, cfg),
+            baseline: None,
+            warmup: Vec::new(),
+            last_level: f64::NAN,
+        });
+        self.metric_index.insert(name.into(), i);
+        i
+    }
+
+    /// Closes the step that ends at `end` (exclusive); `trigger` is the time
+    /// of the sample whose arrival closed it. Calls go to `out`.
+    pub fn close_step(
+        &mut self,
+        end: i64,
+        trigger: i64,
+        cfg: &WatchSettings,
+        scratch: &mut StepScratch,
+        out: &mut Vec<Detection>,
+    ) {
+        self.snapshot(end, cfg);
+        if end < self.start + cfg.warmup_s {
+            if end >= self.start + cfg.warmup_s - cfg.baseline_s {
+                self.remember_warmup();
+            }
+            return;
+        }
+        if !self.learned {
+            self.learn(cfg);
+        }
+        if self.nodes.len() <= cfg.small_job_max_nodes {
+            self.small_step(end, trigger, cfg, scratch, out);
+        } else {
+            self.peer_step(trigger, cfg, scratch, out);
+        }
+    }
+
+    /// Fills `values` with each node's denoised value; NaN for missing or called nodes.
+    fn snapshot(&mut self, end: i64, cfg: &WatchSettings) {
+        let nodes = self.nodes.len();
+        self.values.clear();
+        self.values.resize(self.metrics.len() * nodes, f64::NAN);
+        for (node, row) in self.series.iter().enumerate() {
+            if self.called[node] {
+                continue;
+            }
+            for (metric, series) in row.iter().enumerate() {
+                if let Some(v) = series.denoised(end, cfg.stale_s) {
+                    self.values[metric * nodes + node] = v;
+                }
+            }
+        }
+    }
+
+    fn remember_warmup(&mut self) {
+        let nodes = self.nodes.len();
+        for (m, metric) in self.metrics.iter_mut().enumerate() {
+            metric
+                .warmup
+                .push(self.values[m * nodes..(m + 1) * nodes].to_vec());
+        }
+    }
+
+    fn learn(&mut self, cfg: &WatchSettings) {
+        for metric in &mut self.metrics {
+            metric.baseline = MetricBaseline::learn(&metric.warmup, cfg.floor_fraction);
+            metric.warmup = Vec::new();
+        }
+        self.learned = true;
+    }
+
+    fn peer_step(
+        &mut self,
+        trigger: i64,
+        cfg: &WatchSettings,
+        scratch: &mut StepScratch,
+        out: &mut Vec<Detection>,
+    ) {
+        let nodes = self.nodes.len();
+        let picked = {
+            let steps: Vec<MetricStep<'_>> = self
+                .metrics
+                .iter()
+                .enumerate()
+                .filter_map(|(m, metric)| {
+                    Some(MetricStep {
+                        rule: &metric.rule,
+                        baseline: metric.baseline.as_ref()?,
+                        values: &self.values[m * nodes..(m + 1) * nodes],
+                    })
+                })
+                .collect();
+            peers::step(&steps, nodes, cfg, &mut scratch.peers)
+        };
+        self.note_phase(cfg, &scratch.peers.levels);
+        let settling = self.settling > 0;
+        self.settling = self.settling.saturating_sub(1);
+        // Across a shared phase edge, a node whose clock lags still shows
+        // the level before it: it counts only if it stands out from that too.
+        // Either way the edge neither makes nor breaks continuity.
+        let candidate = match picked {
+            Some(c) if !settling || self.stands_out_from_edge(c.node, cfg, &scratch.peers) => c,
+            _ if settling => return,
+            _ => {
+                self.candidate = None;
+                return;
+            }
+        };
+        let count = match self.candidate {
+            Some((node, count)) if node == candidate.node => count + 1,
+            _ => 1,
+        };
+        self.candidate = Some((candidate.node, count));
+        if count < cfg.continuity_steps {
+            return;
+        }
+        let evidence = &scratch.peers.evidence;
+        let mut named: Vec<(usize, &str)> = Vec::new();
+        let mut learned = 0;
+        for metric in &self.metrics {
+            if metric.baseline.is_none() {
+                continue;
+            }
+            if evidence[learned * nodes + candidate.node] > 0.0 {
+                named.push((metric.rule.rank, &metric.name));
+            }
+            learned += 1;
+        }
+        named.sort();
+        let metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
+        self.call(candidate.node, trigger, metrics, candidate.score, out);
+    }
+
+    /// Records each compared metric's level; a primary metric that falls
+    /// with a fault and moved by more than `transition_change` since the
+    /// last step is a shared phase edge, which lagging clocks cross late:
+    /// the levels before it are kept and the job settles for a few steps.
+    fn note_phase(&mut self, cfg: &WatchSettings, levels: &[f64]) {
+        let mut changed = false;
+        let mut before = Vec::with_capacity(levels.len());
+        let learned = self.metrics.iter_mut().filter(|m| m.baseline.is_some());
+        for (metric, &level) in learned.zip(levels) {
+            let floor = metric.baseline.as_ref().map_or(0.0, |b| b.floor);
+            let moved = peers::log_ratio(level, metric.last_level, floor).abs();
+            let watched = metric.rule.weight >= 1.0 && metric.rule.direction == Direction::Falls;
+            changed |= watched && moved > cfg.transition_change;
+            before.push(metric.last_level);
+            metric.last_level = level;
+        }
+        if changed {
+            if self.settling == 0 {
+                self.edge_levels = before;
+            }
+            self.settling = cfg.settle_steps + 1;
+        }
+    }
+
+    /// Whether `node` also stands out against the levels before the last
+    /// phase edge (with this step's spreads).
+    fn stands_out_from_edge(
+        &self,
+        node: usize,
+        cfg: &WatchSettings,
+        step: &peers::Scratch,
+    ) -> bool {
+        let nodes = self.nodes.len();
+        let learned = self
+            .metrics
+            .iter()
+            .enumerate()
+            .filter_map(|(m, metric)| Some((m, metric, metric.baseline.as_ref()?)));
+        let mut combined = 0.0;
+        for (i, (m, metric, baseline)) in learned.enumerate() {
+            let (Some(&level), Some(&spread)) = (self.edge_levels.get(i), step.spreads.get(i))
+            else {
+                continue;
+            };
+            let residual = peers::log_ratio(self.values[m * nodes + node], level, baseline.floor)
+                - baseline.expected(node, level);
+            let alarm = metric.rule.alarm(residual / spread);
+            if alarm >= cfg.evidence_z {
+                combined += (metric.rule.weight * alarm).powi(2);
+            }
+        }
+        combined.sqrt() >= cfg.threshold
+    }
+
+    fn small_step(
+        &mut self,
+        end: i64,
+        trigger: i64,
+        cfg: &WatchSettings,
+        scratch: &mut StepScratch,
+        out: &mut Vec<Detection>,
+    ) {
+        let nodes = self.nodes.len();
+        let mut worst: Vec<(f64, Vec<(usize, String)>)> = vec![(0.0, Vec::new()); nodes];
+        for (m, metric) in self.metrics.iter().enumerate() {
+            let Some(baseline) = &metric.baseline else {
+                continue;
+            };
+            scratch.drops.clear();
+            let values = &self.values[m * nodes..(m + 1) * nodes];
+            small::drops(
+                &metric.rule,
+                baseline,
+                values,
+                cfg.small_job_drop,
+                &mut scratch.drops,
+            );
+            for &(node, ratio) in &scratch.drops {
+                worst[node].0 = worst[node].0.max(ratio);
+                worst[node]
+                    .1
+                    .push((metric.rule.rank, metric.name.to_string()));
+            }
+        }
+        for (node, (ratio, mut metrics)) in worst.into_iter().enumerate() {
+            if metrics.is_empty() || self.called[node] {
+                self.flagged_since[node] = None;
+                continue;
+            }
+            let since = *self.flagged_since[node].get_or_insert(end);
+            if end - since >= cfg.small_job_sustain_s {
+                metrics.sort();
+                let names = metrics.into_iter().map(|(_, n)| n).collect();
+                self.call(node, trigger, names, ratio, out);
+            }
+        }
+    }
+
+    fn call(
+        &mut self,
+        node: usize,
+        trigger: i64,
+        metrics: Vec<String>,
+        score: f64,
+        out: &mut Vec<Detection>,
+    ) {
+        self.called[node] = true;
+        self.candidate = None;
+        out.push(Detection {
+            job: self.id.to_string(),
+            node: self.nodes[node].to_string(),
+            detected_at: trigger,
+            metrics,
+            score: (score * 100.0).round() / 100.0,
+        });
+    }
+}

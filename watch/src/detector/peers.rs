@@ -1,0 +1,201 @@
+//! One step of a job of 4 or more nodes: how far each node is from its
+//! peers (Minder's similarity), metric by metric, then combined.
+//!
+//! Per metric, each node's denoised value is divided by the job's level at
+//! this step (the median node, both plus a floor) on a log scale, so phases
+//! that every node shares (a checkpoint, an evaluation, a data-loader stall) cancel. The
+//! node's learned offset is subtracted, so designed differences cancel too.
+//! What is left is centred on the median node and divided by a robust
+//! spread: a distance in deviations. The distances that point the faulty
+//! way are weighed by metric priority and combined.
+
+use super::baseline::MetricBaseline;
+use super::rules::MetricRule;
+use crate::stats::{median, scaled_mad};
+use lemonade_config::WatchSettings;
+
+/// The fewest nodes present for a metric to be compared at a step.
+pub const MIN_PEERS: usize = 4;
+
+/// One metric's inputs at one step.
+pub struct MetricStep<'a> {
+    pub rule: &'a MetricRule,
+    pub baseline: &'a MetricBaseline,
+    /// Denoised value per node; NaN for a node missing (or already called).
+    pub values: &'a [f64],
+}
+
+/// Reusable buffers, so a step allocates nothing once warm.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    residual: Vec<f64>,
+    sorted: Vec<f64>,
+    /// Combined squared evidence per node.
+    pub combined: Vec<f64>,
+    /// Evidence per metric and node (`metric * nodes + node`), 0 when below `evidence_z`.
+    pub evidence: Vec<f64>,
+    /// The job's level (median node) per metric; NaN with too few nodes.
+    pub levels: Vec<f64>,
+    /// The spread per metric (NaN with too few nodes).
+    pub spreads: Vec<f64>,
+}
+
+/// The outcome of a step: the farthest node, if it stands alone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub node: usize,
+    pub score: f64,
+}
+
+/// Scores every node against its peers; fills `scratch.evidence` and returns
+/// the candidate that stands alone above the threshold, if any.
+pub fn step(
+    metrics: &[MetricStep<'_>],
+    nodes: usize,
+    cfg: &WatchSettings,
+    scratch: &mut Scratch,
+) -> Option<Candidate> {
+    scratch.combined.clear();
+    scratch.combined.resize(nodes, 0.0);
+    scratch.evidence.clear();
+    scratch.evidence.resize(metrics.len() * nodes, 0.0);
+    scratch.levels.clear();
+    scratch.spreads.clear();
+    for (m, metric) in metrics.iter().enumerate() {
+        let Some((level, centre, spread)) = residuals(metric, cfg, scratch) else {
+            scratch.levels.push(f64::NAN);
+            scratch.spreads.push(f64::NAN);
+            continue;
+        };
+        scratch.levels.push(level);
+        scratch.spreads.push(spread);
+        for (node, r) in scratch.residual.iter().enumerate() {
+            if r.is_nan() {
+                continue;
+            }
+            let alarm = metric.rule.alarm((r - centre) / spread);
+            if alarm >= cfg.evidence_z {
+                let weighed = metric.rule.weight * alarm;
+                scratch.evidence[m * nodes + node] = weighed;
+                scratch.combined[node] += weighed * weighed;
+            }
+        }
+    }
+    pick(&scratch.combined, cfg)
+}
+
+/// Fills `scratch.residual` (NaN for missing nodes) and returns the job's
+/// level, the median residual and the spread, or `None` with too few nodes present.
+fn residuals(
+    metric: &MetricStep<'_>,
+    cfg: &WatchSettings,
+    scratch: &mut Scratch,
+) -> Option<(f64, f64, f64)> {
+    scratch.sorted.clear();
+    scratch
+        .sorted
+        .extend(metric.values.iter().copied().filter(|v| !v.is_nan()));
+    if scratch.sorted.len() < MIN_PEERS {
+        return None;
+    }
+    let level = median(&mut scratch.sorted)?;
+    let floor = metric.baseline.floor;
+    scratch.residual.clear();
+    scratch.residual.extend(
+        metric
+            .values
+            .iter()
+            .enumerate()
+            .map(|(node, &v)| log_ratio(v, level, floor) - metric.baseline.expected(node, level)),
+    );
+    scratch.sorted.clear();
+    scratch
+        .sorted
+        .extend(scratch.residual.iter().copied().filter(|v| !v.is_nan()));
+    let centre = median(&mut scratch.sorted)?;
+    let spread = scaled_mad(&mut scratch.sorted, centre)
+        .max(metric.baseline.noise)
+        .max(cfg.min_spread);
+    Some((level, centre, spread))
+}
+
+/// How many times the job's level `value` is, on a log scale, with `floor`
+/// added to both (a metric at 0 compares as equal, not as infinitely apart).
+/// Phases that scale every node alike cancel; per-node noise that is
+/// multiplicative (counters, bursts) becomes additive. NaN stays NaN.
+pub fn log_ratio(value: f64, level: f64, floor: f64) -> f64 {
+    if value.is_nan() {
+        return f64::NAN;
+    }
+    let tiny = floor * 1e-3;
+    ((value + floor).max(tiny) / (level + floor).max(tiny)).ln()
+}
+
+/// The farthest node, if it reaches the threshold and no other node comes
+/// within `uniqueness` of it (a group or a shared shift is not one machine).
+fn pick(combined: &[f64], cfg: &WatchSettings) -> Option<Candidate> {
+    let (mut top, mut first, mut second) = (0, 0.0f64, 0.0f64);
+    for (node, &c) in combined.iter().enumerate() {
+        if c > first {
+            second = first;
+            first = c;
+            top = node;
+        } else if c > second {
+            second = c;
+        }
+    }
+    let (first, second) = (first.sqrt(), second.sqrt());
+    (first >= cfg.threshold && second < cfg.uniqueness * first).then_some(Candidate {
+        node: top,
+        score: first,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::rules::MetricRule;
+    use super::*;
+
+    fn baseline(nodes: usize) -> MetricBaseline {
+        MetricBaseline::learn(&vec![vec![100.0; nodes]; 6], 0.05).unwrap()
+    }
+
+    fn run(values: &[f64]) -> Option<Candidate> {
+        let cfg = WatchSettings::default();
+        let rule = MetricRule::of("gpu_util", &cfg);
+        let base = baseline(values.len());
+        let metric = MetricStep {
+            rule: &rule,
+            baseline: &base,
+            values,
+        };
+        step(&[metric], values.len(), &cfg, &mut Scratch::default())
+    }
+
+    #[test]
+    fn one_node_far_below_its_peers_is_the_candidate() {
+        let mut v = vec![100.0; 16];
+        v[5] = 40.0;
+        assert_eq!(run(&v).map(|c| c.node), Some(5));
+    }
+
+    #[test]
+    fn a_shared_drop_makes_no_candidate() {
+        assert_eq!(run(&[20.0; 16]), None);
+    }
+
+    #[test]
+    fn two_nodes_far_out_together_make_no_candidate() {
+        let mut v = vec![100.0; 16];
+        v[5] = 40.0;
+        v[6] = 42.0;
+        assert_eq!(run(&v), None);
+    }
+
+    #[test]
+    fn a_node_above_its_peers_on_a_falling_metric_is_no_candidate() {
+        let mut v = vec![100.0; 16];
+        v[5] = 160.0;
+        assert_eq!(run(&v), None);
+    }
+}

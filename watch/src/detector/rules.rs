@@ -1,0 +1,81 @@
+//! Per-metric rules from `[watch]`: how much a metric weighs and which way
+//! it moves when a machine is at fault (metric priority).
+
+use lemonade_config::WatchSettings;
+
+/// Which deviation from the peers counts as a fault sign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Throughput and activity: a faulty machine does less (`gpu_util`, `ib_tx`).
+    Falls,
+    /// Congestion counters: a faulty machine's rise (`pfc_pause`, `cnp`).
+    Rises,
+    /// Metrics the config does not name: either way.
+    Either,
+}
+
+/// The rule of one metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricRule {
+    pub weight: f64,
+    pub direction: Direction,
+    /// Place in the priority order (lower is more sensitive); unknown metrics
+    /// come after every named one.
+    pub rank: usize,
+}
+
+impl MetricRule {
+    /// The rule for `name` under `settings`.
+    pub fn of(name: &str, settings: &WatchSettings) -> Self {
+        let named = |list: &[String]| list.iter().position(|m| m == name);
+        let direction = if named(&settings.rising).is_some() {
+            Direction::Rises
+        } else if named(&settings.primary).is_some() || named(&settings.secondary).is_some() {
+            Direction::Falls
+        } else {
+            Direction::Either
+        };
+        let (weight, rank) = match (named(&settings.primary), named(&settings.secondary)) {
+            (Some(rank), _) => (1.0, rank),
+            (None, Some(rank)) => (settings.secondary_weight, settings.primary.len() + rank),
+            (None, None) => (settings.secondary_weight, usize::MAX),
+        };
+        Self {
+            weight,
+            direction,
+            rank,
+        }
+    }
+
+    /// The deviation `z` (node minus peers, in robust deviations) as evidence
+    /// of a fault: positive when it points the faulty way.
+    pub fn alarm(&self, z: f64) -> f64 {
+        match self.direction {
+            Direction::Falls => -z,
+            Direction::Rises => z,
+            Direction::Either => z.abs(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn congestion_counters_alarm_on_a_rise_and_utilisation_on_a_fall() {
+        let s = WatchSettings::default();
+        assert!(MetricRule::of("pfc_pause", &s).alarm(5.0) > 0.0);
+        assert!(MetricRule::of("gpu_util", &s).alarm(5.0) < 0.0);
+        assert!(MetricRule::of("gpu_util", &s).alarm(-5.0) > 0.0);
+    }
+
+    #[test]
+    fn an_unknown_metric_counts_either_way_at_the_secondary_weight() {
+        let s = WatchSettings::default();
+        let rule = MetricRule::of("fan_rpm", &s);
+        assert_eq!(rule.direction, Direction::Either);
+        assert_eq!(rule.weight, s.secondary_weight);
+        assert!(rule.rank > MetricRule::of("disk_io", &s).rank);
+    }
+}
