@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Bounds on what is read from one log file. The defaults suit `lemon
 /// ingest`: 256 KiB of tail, 4 KiB lines, 20,000 lines, 3 s per file,
-/// 4 files at a time.
+/// 8 files at a time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// How much of the end of the file to read. Clamped to
@@ -50,7 +50,7 @@ impl Default for Limits {
             max_lines: 20_000,
             timeout: Duration::from_secs(3),
             max_stalled: 4,
-            parallel_reads: 4,
+            parallel_reads: 8,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! 256 KiB each, on local disk, must take at most 10 s. Each job's log is
 //! read the way `lemon ingest` should read a batch (`joblog::read_tails`:
 //! for each file the checked path walk and the tail read in a worker thread
-//! with its deadline, four files at a time) and then classified against the
+//! with its deadline, eight files at a time) and then classified against the
 //! default catalog.
 //!
 //! The logs are mostly ordinary training output (step lines, NCCL INFO,
