@@ -336,12 +336,21 @@ fn take_out(ctx: &mut PolicyCtx, causes: &[&Finding], memory: &mut Memory) {
     } else {
         OutState::Drain
     };
-    let command = StateCommand::take_out(ctx.node, state, &reason);
-    if !ctx.write(action, &reason, &cause_list, &command) {
+    // The remediation's remark (`... reboot did not help`, `... human
+    // needed`) says where the repair stands: a state update for the same
+    // cause keeps it (after Slurm timed a reboot out, the node is drained,
+    // not down, and the update is due).
+    let written = if is_ours_remarked(&current.reason, &reason) {
+        current.reason.clone()
+    } else {
+        reason.clone()
+    };
+    let command = StateCommand::take_out(ctx.node, state, &written);
+    if !ctx.write(action, &written, &cause_list, &command) {
         return;
     }
     if down && state == OutState::Drain && !current.is_down() {
-        requeue_running(ctx, &reason, &cause_list);
+        requeue_running(ctx, &written, &cause_list);
     }
     keep_ours(memory, action, &reason, cause_list, ctx.now);
 }

@@ -210,3 +210,67 @@ fn a_state_change_the_database_cannot_keep_is_said_not_dropped() {
         "names what failed: {lost:?}"
     );
 }
+
+/// A Slurm of two scripts in `dir`: `sinfo` lists node1 as `state` with
+/// `reason`, `scontrol` appends its argv to `dir/scontrol.log`.
+fn scripted_slurm(dir: &std::path::Path, state: &str, reason: &str) -> SlurmCommands {
+    use std::os::unix::fs::PermissionsExt;
+    let log = dir.join("scontrol.log");
+    let scripts = [
+        (
+            "sinfo",
+            format!("#!/bin/sh\necho 'node1|{state}|{reason}|root|2026-11-24T18:41:25'\n"),
+        ),
+        (
+            "scontrol",
+            format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()),
+        ),
+    ];
+    for (name, body) in scripts {
+        let path = dir.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    SlurmCommands::new(dir, None, Duration::from_secs(5))
+}
+
+#[test]
+fn a_node_taken_down_for_the_cause_of_its_repair_keeps_the_repairs_remark() {
+    // Slurm gave up on a reboot: the node is drained (the flag `reboot ASAP`
+    // set) with the repair's verdict; the fault is still there and wants DOWN.
+    let dir = tempfile::tempdir().unwrap();
+    let cmds = scripted_slurm(
+        dir.path(),
+        "drained",
+        "hc: PCIE_WIDTH_DEGRADED gpu3 reboot did not help",
+    );
+    let mut memory = Memory::default();
+    let r = report(vec![Finding::new(
+        "pcie",
+        "gpu3",
+        "PCIE_WIDTH_DEGRADED",
+        Severity::Down,
+    )]);
+    let out = decide(
+        &Config::default(),
+        &r,
+        false,
+        &mut memory,
+        &cmds,
+        &mut |_| {},
+    );
+    let log = std::fs::read_to_string(dir.path().join("scontrol.log")).unwrap();
+    let update = log
+        .lines()
+        .find(|l| l.contains("State=DOWN"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no DOWN written; scontrol saw: {log:?}; changes {:?}",
+                out.changes
+            )
+        });
+    assert!(
+        update.contains("Reason=hc: PCIE_WIDTH_DEGRADED gpu3 reboot did not help"),
+        "{update}"
+    );
+}
