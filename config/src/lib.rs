@@ -20,6 +20,7 @@
 mod checks;
 mod gpu_checks;
 mod host;
+mod kernel_faults;
 mod lemon;
 mod load;
 mod node;
@@ -31,6 +32,7 @@ mod xid;
 pub use checks::*;
 pub use gpu_checks::*;
 pub use host::*;
+pub use kernel_faults::*;
 pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
