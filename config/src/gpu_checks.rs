@@ -237,10 +237,15 @@ pub struct ClocksSettings {
     pub warn_reasons: Vec<String>,
     /// Consecutive runs with a warned reason that make it `drain`; 0 disables.
     pub sustained_runs: u32,
-    /// GPU temperature (°C) at or above this is `warning`.
+    /// GPU temperature (°C) at or above this is `warning`, on a GPU whose
+    /// NVML reports no slowdown threshold.
     pub temperature_warning_c: u32,
-    /// GPU temperature (°C) at or above this is `drain`.
+    /// GPU temperature (°C) at or above this is `drain`, on a GPU whose NVML
+    /// reports no slowdown threshold.
     pub temperature_drain_c: u32,
+    /// Where NVML reports the GPU's own slowdown threshold: this many degrees
+    /// below it is `warning`, at it `drain`.
+    pub temperature_margin_c: u32,
 }
 
 impl Default for ClocksSettings {
@@ -252,10 +257,12 @@ impl Default for ClocksSettings {
                 "hw_slowdown".into(),
                 "hw_thermal".into(),
                 "hw_power_brake".into(),
+                "sw_thermal".into(),
             ],
             sustained_runs: 3,
             temperature_warning_c: 85,
             temperature_drain_c: 92,
+            temperature_margin_c: 5,
         }
     }
 }

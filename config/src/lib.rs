@@ -18,9 +18,9 @@
 //! the key. Every section has defaults, so an empty file is a valid config.
 
 mod checks;
+mod fabric;
 mod gpu_checks;
 mod host;
-mod kernel_faults;
 mod lemon;
 mod load;
 mod node;
@@ -31,8 +31,8 @@ mod xid;
 
 pub use checks::*;
 pub use gpu_checks::*;
+pub use fabric::*;
 pub use host::*;
-pub use kernel_faults::*;
 pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
@@ -82,3 +82,4 @@ pub struct ChecksSettings {
     pub services: ServicesSettings,
     pub firmware: FirmwareSettings,
 }
+    pub fabric: FabricSettings,

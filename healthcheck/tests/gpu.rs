@@ -306,6 +306,22 @@ fault!(
     "gpu3"
 );
 fault!(
+    a_gpu_over_its_own_slowdown_threshold_drains_below_the_fixed_limit,
+    "temperature-own-slowdown",
+    "clocks",
+    "GPU_TEMPERATURE_HIGH",
+    Drain,
+    "gpu5"
+);
+fault!(
+    sw_thermal_slowdown_warns,
+    "throttle-sw-thermal",
+    "clocks",
+    "CLOCKS_THROTTLED",
+    Warning,
+    "gpu2"
+);
+fault!(
     stray_processes_drain,
     "stray-processes",
     "gpu-procs",
@@ -812,7 +828,7 @@ fn snapshot(node: &Node, scenario: &Path, dir: &Path) -> PathBuf {
 /// Config that leaves only the GPU checks enabled (a snapshot runs every enabled check).
 fn gpu_checks_only(extra: &str) -> String {
     let others: String = [
-        "xid", "pcie", "ib", "mounts", "memory", "cpus", "block", "services", "firmware",
+        "xid", "pcie", "ib", "mounts", "memory", "cpus", "block", "services", "firmware", "fabric",
     ]
     .iter()
     .map(|c| format!("[checks.{c}]\nenabled = false\n"))

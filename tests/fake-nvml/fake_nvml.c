@@ -38,6 +38,7 @@ enum {
     NVML_ERROR_GPU_IS_LOST = 15,
     NVML_ERROR_RESET_REQUIRED = 16,
     NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_NOT_READY = 27,
     NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -58,6 +59,7 @@ static const struct {
     {"GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
     {"RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED},
     {"LIB_RM_VERSION_MISMATCH", NVML_ERROR_LIB_RM_VERSION_MISMATCH},
+    {"NOT_READY", NVML_ERROR_NOT_READY},
     {"UNKNOWN", NVML_ERROR_UNKNOWN},
 };
 
@@ -78,6 +80,24 @@ typedef struct {
     unsigned int version;
     unsigned long long total, reserved, free, used;
 } nvmlMemory_v2_t;
+
+/* nvmlGpuFabricInfo_t (v1) and nvmlGpuFabricInfoV_t (v3). */
+typedef struct {
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+} nvmlGpuFabricInfo_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned char state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfoV_t;
 
 #define MAX_GPUS 64
 struct fake_device {
@@ -812,6 +832,45 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigne
     DEVICE_CALL("nvmlDeviceGetTemperature", d, gpu);
     if (sensor != 0) return NVML_ERROR_INVALID_ARGUMENT;
     return read_uint(gpu, "temperature", temp);
+}
+
+/* nvml.h: NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, _SLOWDOWN = 1. */
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t d, int type,
+                                                      unsigned int *temp) {
+    DEVICE_CALL("nvmlDeviceGetTemperatureThreshold", d, gpu);
+    if (type == 0) return read_uint(gpu, "temp_shutdown", temp);
+    if (type == 1) return read_uint(gpu, "temp_slowdown", temp);
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* The fabric state (0..3: not supported, not started, in progress, completed)
+ * and its status (an NVML return code by name); no `fabric_state`: the GPU is
+ * not on an NVSwitch fabric. */
+static nvmlReturn_t fabric(int gpu, unsigned char *state, nvmlReturn_t *status,
+                           unsigned int *clique) {
+    unsigned long long v;
+    if (gpu_u64(gpu, "fabric_state", &v)) return NVML_ERROR_NOT_SUPPORTED;
+    *state = (unsigned char)v;
+    const struct entry *e = gpu_find(gpu, "fabric_status");
+    *status = e && e->value ? code_of(e->value) : NVML_SUCCESS;
+    *clique = gpu_u64(gpu, "fabric_clique", &v) ? 0 : (unsigned int)v;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t d, nvmlGpuFabricInfo_t *info) {
+    DEVICE_CALL("nvmlDeviceGetGpuFabricInfo", d, gpu);
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    memset(info, 0, sizeof *info);
+    return fabric(gpu, &info->state, &info->status, &info->cliqueId);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t d, nvmlGpuFabricInfoV_t *info) {
+    DEVICE_CALL("nvmlDeviceGetGpuFabricInfoV", d, gpu);
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int version = info->version;
+    memset(info, 0, sizeof *info);
+    info->version = version;
+    return fabric(gpu, &info->state, &info->status, &info->cliqueId);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 pub mod block;
 mod counters;
 pub mod cpus;
+pub mod fabric;
 pub mod firmware;
 pub mod gpu;
 pub mod ib;
@@ -29,5 +30,6 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(firmware::Firmware),
     ];
     checks.extend(gpu::checks());
+    checks.push(Arc::new(fabric::Fabric));
     checks
 }

@@ -8,7 +8,7 @@ use crate::check::{
 };
 use crate::finding::Finding;
 use lemonade_config::{Action, ClocksSettings, Config, Severity};
-use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+use nvml_wrapper::enum_wrappers::device::{TemperatureSensor, TemperatureThreshold};
 use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,6 +36,15 @@ pub struct ClockReadings {
     pub reasons: Option<u64>,
     /// Degrees Celsius.
     pub temperature: Option<u32>,
+    /// The GPU's own thresholds (°C), where NVML reports them.
+    pub thresholds: Thresholds,
+}
+
+/// The temperatures at which the GPU slows itself down and shuts itself off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Thresholds {
+    pub slowdown: Option<u32>,
+    pub shutdown: Option<u32>,
 }
 
 /// Consecutive runs each GPU (UUID) was throttled for a warned reason.
@@ -50,6 +59,14 @@ pub fn gather(nvml: &Nvml) -> Result<Vec<GpuData<ClockReadings>>, Failure> {
         Ok(ClockReadings {
             reasons: session::optional(d.current_throttle_reasons())?.map(|r| r.bits()),
             temperature: session::optional(d.temperature(TemperatureSensor::Gpu))?,
+            thresholds: Thresholds {
+                slowdown: session::optional(
+                    d.temperature_threshold(TemperatureThreshold::Slowdown),
+                )?,
+                shutdown: session::optional(
+                    d.temperature_threshold(TemperatureThreshold::Shutdown),
+                )?,
+            },
         })
     })
 }
@@ -80,7 +97,7 @@ pub fn evaluate(
             findings.push(throttled(id, &reasons, streak, s));
         }
         if let Some(t) = r.temperature {
-            temperature(id, t, s, &mut findings);
+            temperature(id, t, r.thresholds, s, &mut findings);
         }
         if findings.len() == before {
             findings.push(id.ok(NAME));
@@ -108,12 +125,46 @@ fn throttled(id: &GpuId, reasons: &[&str], streak: u32, s: &ClocksSettings) -> F
     }
 }
 
-fn temperature(id: &GpuId, t: u32, s: &ClocksSettings, out: &mut Vec<Finding>) {
-    let (severity, limit) = if t >= s.temperature_drain_c {
-        (Severity::Drain, s.temperature_drain_c)
-    } else if t >= s.temperature_warning_c {
-        (Severity::Warning, s.temperature_warning_c)
-    } else {
+/// The limits a temperature is judged against: the GPU's own slowdown
+/// threshold where NVML reports it (a GPU model's slowdown point can be well
+/// below the fixed limits), else the configured ones. Each names what it is.
+fn temperature_limits(th: Thresholds, s: &ClocksSettings) -> [(Severity, u32, String); 2] {
+    let m = s.temperature_margin_c;
+    let shutdown = th
+        .shutdown
+        .map(|off| format!(", shutdown {off} C"))
+        .unwrap_or_default();
+    match th.slowdown {
+        Some(slow) => [
+            (
+                Severity::Drain,
+                slow,
+                format!("its slowdown threshold {slow} C{shutdown}"),
+            ),
+            (
+                Severity::Warning,
+                slow.saturating_sub(m),
+                format!("{m} C below its slowdown threshold {slow} C{shutdown}"),
+            ),
+        ],
+        None => [
+            (
+                Severity::Drain,
+                s.temperature_drain_c,
+                format!("{} C", s.temperature_drain_c),
+            ),
+            (
+                Severity::Warning,
+                s.temperature_warning_c,
+                format!("{} C", s.temperature_warning_c),
+            ),
+        ],
+    }
+}
+
+fn temperature(id: &GpuId, t: u32, th: Thresholds, s: &ClocksSettings, out: &mut Vec<Finding>) {
+    let limits = temperature_limits(th, s);
+    let Some((severity, limit, what)) = limits.into_iter().find(|(_, limit, _)| t >= *limit) else {
         return;
     };
     out.push(
@@ -121,7 +172,7 @@ fn temperature(id: &GpuId, t: u32, s: &ClocksSettings, out: &mut Vec<Finding>) {
             .expected(format!("< {limit} C"))
             .actual(format!("{t} C"))
             .action(Action::Investigate)
-            .message(format!("{}: {t} C", id.entity())),
+            .message(format!("{}: {t} C, at or above {what}", id.entity())),
     );
 }
 
@@ -161,6 +212,7 @@ mod tests {
             reading: Ok(ClockReadings {
                 reasons: Some(reasons),
                 temperature: Some(40),
+                thresholds: Thresholds::default(),
             }),
         }]
     }
@@ -183,11 +235,52 @@ mod tests {
                 "CLOCKS_THROTTLED_SUSTAINED"
             ]
         );
-        let (f, state) = evaluate(&gpu(0x1 | 0x2 | 0x4), &s, &state);
+        let (f, state) = evaluate(&gpu(0x1 | 0x2 | 0x4 | 0x10), &s, &state);
         assert!(
             f[0].is_ok(),
             "idle, application clocks and power cap are not faults"
         );
         assert!(state.streaks.is_empty());
+    }
+
+    fn hot(t: u32, slowdown: Option<u32>, shutdown: Option<u32>) -> Option<(String, Severity)> {
+        let mut g = gpu(0);
+        let r = g[0].reading.as_mut().unwrap();
+        r.temperature = Some(t);
+        r.thresholds = Thresholds { slowdown, shutdown };
+        let (f, _) = evaluate(&g, &ClocksSettings::default(), &ClocksState::default());
+        (!f[0].is_ok()).then(|| (f[0].code.clone(), f[0].severity))
+    }
+
+    #[test]
+    fn temperature_is_judged_against_the_gpus_own_slowdown_threshold() {
+        let high = |s| Some(("GPU_TEMPERATURE_HIGH".to_string(), s));
+        // A GPU that slows down at 80 C: 82 C is under the fixed 85 C but over its own.
+        assert_eq!(hot(82, Some(80), Some(90)), high(Severity::Drain));
+        assert_eq!(hot(76, Some(80), Some(90)), high(Severity::Warning));
+        assert_eq!(hot(74, Some(80), Some(90)), None);
+        // H100 SXM: slowdown 89 C, shutdown 92 C.
+        assert_eq!(hot(86, Some(89), Some(92)), high(Severity::Warning));
+        assert_eq!(hot(88, Some(89), Some(92)), high(Severity::Warning));
+        assert_eq!(hot(89, Some(89), Some(92)), high(Severity::Drain));
+    }
+
+    #[test]
+    fn a_gpu_without_thresholds_keeps_the_fixed_limits() {
+        let high = |s| Some(("GPU_TEMPERATURE_HIGH".to_string(), s));
+        assert_eq!(hot(84, None, None), None);
+        assert_eq!(hot(85, None, None), high(Severity::Warning));
+        assert_eq!(hot(92, None, Some(95)), high(Severity::Drain));
+    }
+
+    #[test]
+    fn software_thermal_slowdown_warns_by_default() {
+        let (f, _) = evaluate(
+            &gpu(0x20),
+            &ClocksSettings::default(),
+            &ClocksState::default(),
+        );
+        assert_eq!(f[0].code, "CLOCKS_THROTTLED");
+        assert_eq!(f[0].actual.as_deref(), Some("sw_thermal"));
     }
 }

@@ -6,6 +6,7 @@
 //! * [`pcie`] (`gpu-pcie`): link generation/width and replay growth.
 //! * [`clocks`] (`clocks`): throttle reasons and temperature.
 //! * [`procs`] (`gpu-procs`): what a job left on its GPUs.
+//! * [`fabric`]: each GPU's NVSwitch fabric registration, for the `fabric` check.
 //!
 //! [`session`] loads NVML once per run and turns its answers into plain data;
 //! [`scenario`] writes them in the fake NVML's format for snapshots. Every
@@ -22,6 +23,7 @@ use std::sync::Arc;
 pub mod clocks;
 pub mod count;
 pub mod ecc;
+pub mod fabric;
 pub mod nvlink;
 pub mod pcie;
 pub mod presence;

@@ -7,6 +7,7 @@
 
 use nvml_wrapper::enum_wrappers::device::{
     EccCounter, MemoryError, MemoryLocation, RetirementCause, TemperatureSensor,
+    TemperatureThreshold,
 };
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -52,6 +53,37 @@ fn device(nvml: &Nvml, d: &Device<'_>, max_links: u32, g: &mut Map<String, Value
     nvlink(d, max_links, g);
     pcie(d, g);
     activity(d, g);
+    limits(nvml, d, g);
+}
+
+/// The GPU's own temperature thresholds and its fabric registration.
+fn limits(nvml: &Nvml, d: &Device<'_>, g: &mut Map<String, Value>) {
+    for (key, threshold) in [
+        ("temp_slowdown", TemperatureThreshold::Slowdown),
+        ("temp_shutdown", TemperatureThreshold::Shutdown),
+    ] {
+        put(
+            g,
+            key,
+            "nvmlDeviceGetTemperatureThreshold",
+            d.temperature_threshold(threshold),
+        );
+    }
+    match super::fabric::fabric_info(nvml, d) {
+        Ok(f) => {
+            let state = match f.state {
+                super::fabric::FabricState::NotSupported => 0,
+                super::fabric::FabricState::NotStarted => 1,
+                super::fabric::FabricState::InProgress => 2,
+                super::fabric::FabricState::Completed => 3,
+                super::fabric::FabricState::Other(n) => n,
+            };
+            g.insert("fabric_state".into(), state.into());
+            g.insert("fabric_clique".into(), f.clique.into());
+            g.insert("fabric_status".into(), f.status_name().into());
+        }
+        Err(e) => put::<u8>(g, "fabric_state", "nvmlDeviceGetGpuFabricInfoV", Err(e)),
+    }
 }
 
 /// Who the GPU is: UUID, bus id, VBIOS, persistence mode.

@@ -1,0 +1,141 @@
+//! The `fabric` check on an HGX node: the fabric manager's process and log
+//! from a node tree (`--root`), each GPU's fabric registration from the fake
+//! NVML.
+
+use healthcheck::finding::Finding;
+use healthcheck::Severity;
+use lemonade_tests::fake_nvml;
+use std::path::Path;
+use std::process::Command;
+
+const FM_LOG: &str = "\
+[Mar 12 2024 08:01:22] [INFO] [tid 2384] Fabric Manager version 550.90.07 is running with the following configuration options
+[Mar 12 2024 08:01:22] [INFO] [tid 2384] Logging level = 4
+[Mar 12 2024 08:01:25] [INFO] [tid 2402] Successfully configured all the available GPUs and NVSwitches to route NVLink traffic.
+";
+const FM_ERROR: &str = "[Mar 12 2024 09:14:03] [ERROR] [tid 2402] detected NVSwitch fatal error 20034 on fid 0 on NVSwitch pci bus id 00000000:05:00.0 physical id 0 port 32\n";
+
+/// A node tree with the fabric manager running (or not) and its log.
+fn node_tree(dir: &Path, fm_running: bool, log: &str) {
+    let proc = dir.join("proc");
+    std::fs::create_dir_all(proc.join("1")).unwrap();
+    std::fs::write(proc.join("1/comm"), "systemd\n").unwrap();
+    std::fs::write(proc.join("1/stat"), "1 (systemd) S 0 1 1 0 -1\n").unwrap();
+    if fm_running {
+        std::fs::create_dir_all(proc.join("2384")).unwrap();
+        std::fs::write(proc.join("2384/comm"), "nv-fabricmanage\n").unwrap();
+        std::fs::write(
+            proc.join("2384/stat"),
+            "2384 (nv-fabricmanage) S 1 2384 2384 0 -1\n",
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(dir.join("var/log")).unwrap();
+    std::fs::write(dir.join("var/log/fabricmanager.log"), log).unwrap();
+}
+
+fn run(state: &Path, root: &Path, scenario: &str) -> (Vec<Finding>, i32) {
+    let config = fake_nvml::node_config(state, 8, "[checks.fabric]\nnvswitch = true\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--root")
+        .arg(root)
+        .args([
+            "--node",
+            "hgx-test",
+            "run",
+            "--use-store",
+            "--format",
+            "json",
+        ])
+        .args(["--checks", "fabric"])
+        .env(fake_nvml::SCENARIO_ENV, fake_nvml::scenario(scenario))
+        .output()
+        .expect("run healthcheck");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    let findings = serde_json::from_value(json["findings"].clone()).unwrap();
+    (findings, out.status.code().unwrap_or(-1))
+}
+
+fn faults(findings: &[Finding]) -> Vec<(String, String, Severity)> {
+    findings
+        .iter()
+        .filter(|f| !f.is_ok())
+        .map(|f| (f.entity.clone(), f.code.clone(), f.severity))
+        .collect()
+}
+
+#[test]
+fn a_running_fabric_manager_and_registered_gpus_are_ok() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), true, FM_LOG);
+    let (findings, code) = run(state.path(), root.path(), fake_nvml::HEALTHY);
+    assert_eq!(faults(&findings), []);
+    assert_eq!(findings.len(), 9, "the manager and 8 GPUs: {findings:#?}");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_fabric_that_is_not_ready_drains_with_fabric_down() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), false, FM_LOG);
+    let (findings, code) = run(state.path(), root.path(), "fabric-not-ready");
+    let mut expected = vec![(
+        "fabric-manager".to_string(),
+        "FABRIC_DOWN".to_string(),
+        Severity::Drain,
+    )];
+    expected.extend((0..8).map(|i| (format!("gpu{i}"), "FABRIC_DOWN".into(), Severity::Drain)));
+    assert_eq!(faults(&findings), expected);
+    let gpu = findings.iter().find(|f| f.entity == "gpu0").unwrap();
+    assert_eq!(gpu.actual.as_deref(), Some("not started, NOT_READY"));
+    assert_eq!(code, Severity::Drain.exit_code());
+}
+
+#[test]
+fn an_error_in_the_fabric_manager_log_is_reported_once() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), true, FM_LOG);
+    run(state.path(), root.path(), fake_nvml::HEALTHY);
+    let log = root.path().join("var/log/fabricmanager.log");
+    std::fs::write(&log, format!("{FM_LOG}{FM_ERROR}")).unwrap();
+    let (findings, _) = run(state.path(), root.path(), fake_nvml::HEALTHY);
+    assert_eq!(
+        faults(&findings),
+        [(
+            "fabric-manager".to_string(),
+            "FABRIC_MANAGER_ERROR".to_string(),
+            Severity::Warning
+        )]
+    );
+    let f = findings.iter().find(|f| !f.is_ok()).unwrap();
+    assert!(f.message.contains("NVSwitch fatal error 20034"), "{f:#?}");
+    let (again, _) = run(state.path(), root.path(), fake_nvml::HEALTHY);
+    assert_eq!(faults(&again), []);
+}
+
+#[test]
+fn a_node_without_nvswitches_skips_the_check() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), false, FM_LOG);
+    let config = fake_nvml::node_config(state.path(), 8, "");
+    let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--root")
+        .arg(root.path())
+        .args([
+            "--node", "gpu-test", "run", "--format", "json", "--checks", "fabric",
+        ])
+        .env(
+            fake_nvml::SCENARIO_ENV,
+            fake_nvml::scenario("fabric-not-ready"),
+        )
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["findings"], serde_json::json!([]));
+    assert_eq!(out.status.code(), Some(0));
+}
