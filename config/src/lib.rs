@@ -21,6 +21,7 @@ mod checks;
 mod fabric;
 mod gpu_checks;
 mod host;
+mod kernel_faults;
 mod lemon;
 mod load;
 mod node;
@@ -30,9 +31,10 @@ mod watch;
 mod xid;
 
 pub use checks::*;
-pub use gpu_checks::*;
 pub use fabric::*;
+pub use gpu_checks::*;
 pub use host::*;
+pub use kernel_faults::*;
 pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
@@ -81,5 +83,5 @@ pub struct ChecksSettings {
     pub block: BlockSettings,
     pub services: ServicesSettings,
     pub firmware: FirmwareSettings,
-}
     pub fabric: FabricSettings,
+}

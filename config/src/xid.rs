@@ -31,6 +31,8 @@ pub struct XidSettings {
     pub catalog: BTreeMap<u32, XidRule>,
     /// Host hardware errors matched in the same kernel-log pass.
     pub kernel_log: crate::KernelLogSettings,
+    /// Kernel and fabric faults matched in the same pass.
+    pub kernel_faults: crate::KernelFaultSettings,
 }
 
 impl Default for XidSettings {
@@ -46,6 +48,7 @@ impl Default for XidSettings {
             repeat_severity: Severity::Drain,
             catalog: BTreeMap::new(),
             kernel_log: crate::KernelLogSettings::default(),
+            kernel_faults: crate::KernelFaultSettings::default(),
         }
     }
 }
@@ -119,7 +122,7 @@ impl<'de> Deserialize<'de> for XidKey {
     }
 }
 
-fn catalog_by_number<'de, D: serde::Deserializer<'de>>(
+pub(crate) fn catalog_by_number<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<BTreeMap<u32, XidRule>, D::Error> {
     let by_key: BTreeMap<XidKey, XidRule> = BTreeMap::deserialize(d)?;

@@ -6,6 +6,7 @@
 //! change of the catalog in the config applies to XIDs already seen.
 
 use super::catalog::{self, Rule};
+use super::faults;
 use super::gpus::{gpu_at, gpu_of, Gpu};
 use super::kernel_log;
 use super::kmsg::{Cursor, KmsgRecord, ReadSummary};
@@ -65,6 +66,9 @@ pub struct XidState {
     /// Host hardware errors matched in the same pass, per (code, entity).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_log: Vec<kernel_log::Tally>,
+    /// Kernel and fabric faults (SXid, CPER, hung tasks, ...), per (code, entity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_faults: Vec<faults::Tally>,
 }
 
 /// One XID on one GPU since boot.
@@ -137,14 +141,7 @@ pub fn evaluate(
     bound(&mut state, settings);
 
     let mut findings = findings(gathered, settings, &state, now);
-    if settings.kernel_log.enabled {
-        findings.extend(kernel_log::findings(
-            &state.kernel_log,
-            &settings.kernel_log,
-            &settings.window_s,
-            now,
-        ));
-    }
+    findings.extend(host_findings(gathered, settings, &state, now));
     if gathered.read.lost > 0 {
         findings.push(Finding::unknown(
             "xid",
@@ -171,7 +168,9 @@ fn fold_record(
     record: &KmsgRecord,
     settings: &XidSettings,
 ) -> Vec<Event> {
-    let at = gathered.btime + (record.ts_usec / 1_000_000) as i64;
+    let at = record
+        .wall_s
+        .unwrap_or(gathered.btime + (record.ts_usec / 1_000_000) as i64);
     match parse::parse(&record.message) {
         Nvrm::GpuAt { bus, uuid } => {
             state.uuids.insert(bus, uuid);
@@ -205,17 +204,84 @@ fn fold_record(
             });
             Vec::new()
         }
-        Nvrm::Other if settings.kernel_log.enabled => kernel_log::fold(
-            &mut state.kernel_log,
+        Nvrm::Other => fold_host_line(state, gathered, record, at, settings)
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// A line that is no XID: a kernel or fabric fault, else a host hardware error.
+fn fold_host_line(
+    state: &mut XidState,
+    gathered: &Gathered,
+    record: &KmsgRecord,
+    at: i64,
+    settings: &XidSettings,
+) -> Option<Event> {
+    let faults_on = settings.kernel_faults.enabled;
+    if let Some(fault) = faults_on
+        .then(|| faults::classify(&record.message, &gathered.gpus))
+        .flatten()
+    {
+        // The driver prints this after its XID 79 line, which says it already.
+        let told = fault.code == faults::GPU_FELL_OFF_BUS
+            && xid79_entities(state, gathered).contains(&fault.entity);
+        if told {
+            return None;
+        }
+        return faults::fold(
+            &mut state.kernel_faults,
+            fault,
             record,
             at,
             &gathered.boot_id,
-            &settings.kernel_log,
-        )
-        .into_iter()
-        .collect(),
-        Nvrm::Other => Vec::new(),
+            &settings.kernel_faults,
+        );
     }
+    if !settings.kernel_log.enabled {
+        return None;
+    }
+    kernel_log::fold(
+        &mut state.kernel_log,
+        record,
+        at,
+        &gathered.boot_id,
+        &settings.kernel_log,
+    )
+}
+
+/// The host's findings from the same pass: hardware errors, then kernel and
+/// fabric faults.
+fn host_findings(g: &Gathered, s: &XidSettings, state: &XidState, now: i64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if s.kernel_log.enabled {
+        out.extend(kernel_log::findings(
+            &state.kernel_log,
+            &s.kernel_log,
+            &s.window_s,
+            now,
+        ));
+    }
+    if s.kernel_faults.enabled {
+        out.extend(faults::findings(
+            &state.kernel_faults,
+            &s.kernel_faults,
+            &s.window_s,
+            &xid79_entities(state, g),
+            now,
+        ));
+    }
+    out
+}
+
+/// The GPUs with an XID 79 ("fallen off the bus") since boot.
+fn xid79_entities(state: &XidState, g: &Gathered) -> Vec<String> {
+    state
+        .tallies
+        .iter()
+        .filter(|t| t.xid == 79)
+        .map(|t| gpu_of(&t.bus, &g.gpus).entity)
+        .collect()
 }
 
 /// Lines of the source that are not kmsg records: the first, and how many more.
@@ -227,7 +293,7 @@ fn malformed_lines(gathered: &Gathered, now: i64) -> Option<Problem> {
         at: now,
         bus: None,
         message: format!(
-            "{} line {}: not a kmsg record ({}): `{}`{}",
+            "{} line {}: not a kernel log line ({}): `{}`{}",
             gathered.source_name,
             first.line,
             first.reason,
@@ -558,6 +624,7 @@ mod tests {
                     seq,
                     ts_usec: secs * 1_000_000,
                     line: Some(seq + 1),
+                    wall_s: None,
                     message: message.into(),
                 })
                 .collect(),

@@ -343,6 +343,7 @@ mod tests {
             seq,
             ts_usec: 0,
             line: None,
+            wall_s: None,
             message: message.into(),
         };
         let s = KernelLogSettings::default();

@@ -12,6 +12,7 @@
 //!   resumed at the byte offset of the cursor's record, so a run whose cursor
 //!   is current reads only the new bytes of a large log.
 
+use super::forms::{self, Stamp};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -38,6 +39,8 @@ pub struct KmsgRecord {
     pub ts_usec: u64,
     /// Line number in a file source.
     pub line: Option<u64>,
+    /// Unix seconds, for forms that print wall time (see [`super::forms`]).
+    pub wall_s: Option<i64>,
     pub message: String,
 }
 
@@ -54,6 +57,9 @@ pub struct Entry<'a> {
     pub raw: &'a [u8],
     /// Files only: 1-based line number.
     pub line: Option<u64>,
+    /// Unix seconds, for file forms that print wall time instead of
+    /// `ts_usec` (then 0).
+    pub wall_s: Option<i64>,
 }
 
 /// A line that is not a kmsg record.
@@ -214,6 +220,7 @@ pub fn read_records(
                     message,
                     raw,
                     line: None,
+                    wall_s: None,
                 });
             }
             Err(e) => note_bad(&mut summary, reads, e, first),
@@ -262,7 +269,9 @@ pub fn read_file(
             // The cursor's own record must be first, or the file was replaced
             // or rewritten: then rescan it all, skipping what was seen.
             let same = match scanner.next_line()? {
-                Some((_, _, first)) => parse_header(first).is_ok_and(|(seq, ..)| seq == c.seq),
+                Some((_, line_no, first)) => forms::detect(first)
+                    .and_then(|form| forms::parse(form, first, line_no).ok())
+                    .is_some_and(|l| l.seq == c.seq),
                 None => false,
             };
             if same {
@@ -289,30 +298,42 @@ fn scan(
     summary: &mut ReadSummary,
     visit: &mut dyn FnMut(&Entry),
 ) -> io::Result<()> {
+    // The first line that names a form decides it for the file.
+    let mut form = None;
     while let Some((offset, line_no, line)) = lines.next_line()? {
-        if line.is_empty() || line[0] == b' ' {
-            // A continuation line belongs to the record before it.
+        if forms::is_comment(line) || line[0] == b' ' {
+            // Journal notes; a record's continuation lines.
             continue;
         }
-        match parse_header(line) {
-            Ok((seq, ts_usec, message)) => {
+        let Some(this_form) = form.or_else(|| forms::detect(line)) else {
+            note_bad(summary, line_no, HeaderError("no kernel log form"), line);
+            continue;
+        };
+        form = Some(this_form);
+        match forms::parse(this_form, line, line_no) {
+            Ok(parsed) => {
                 summary.cursor = Some(Cursor {
-                    seq,
+                    seq: parsed.seq,
                     offset: Some(offset),
                     line: Some(line_no),
                 });
-                if after.is_some_and(|a| seq <= a) {
+                if after.is_some_and(|a| parsed.seq <= a) {
                     continue;
                 }
+                let (ts_usec, wall_s) = match parsed.stamp {
+                    Stamp::SinceBoot(us) => (us, None),
+                    Stamp::Wall(s) => (0, Some(s)),
+                };
                 visit(&Entry {
-                    seq,
+                    seq: parsed.seq,
                     ts_usec,
-                    message,
+                    message: parsed.message,
                     raw: line,
                     line: Some(line_no),
+                    wall_s,
                 });
             }
-            Err(e) => note_bad(summary, line_no, e, line),
+            Err(e) => note_bad(summary, line_no, HeaderError(e.0), line),
         }
     }
     Ok(())

@@ -7,8 +7,13 @@
 //! their severity's window, repeats of 13/31 escalated.
 //!
 //! * [`kmsg`]: the kernel log reader (device or file, from a cursor);
+//! * [`forms`]: the text forms of a kernel log file (kmsg records, `dmesg`,
+//!   `dmesg -T`, `dmesg --time-format iso`, `journalctl -k -o short-iso`);
 //! * [`kernel_log`]: host hardware errors matched in the same pass (MCE,
 //!   EDAC, block I/O, filesystem, NFS);
+//! * [`faults`] and [`sxid`]: kernel and fabric faults matched in the same
+//!   pass (NVSwitch SXids, CPER records, hung tasks, soft lockups, peer
+//!   memory, NVRM lines without an XID);
 //! * [`parse`]: the driver's line formats;
 //! * [`catalog`]: severity and action per XID;
 //! * [`gpus`]: bus id → `gpuN`;
@@ -16,10 +21,13 @@
 
 pub mod catalog;
 pub mod evaluate;
+pub mod faults;
+pub mod forms;
 pub mod gpus;
 pub mod kernel_log;
 pub mod kmsg;
 pub mod parse;
+pub mod sxid;
 
 use crate::check::{
     previous_state, Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView,
@@ -44,7 +52,7 @@ impl Check for Xid {
         "xid"
     }
     fn summary(&self) -> &'static str {
-        "NVIDIA XID errors in the kernel log since boot, per GPU; in the same pass MCE, EDAC, block I/O, filesystem and NFS errors"
+        "NVIDIA XID errors in the kernel log since boot, per GPU; in the same pass NVSwitch SXids, CPER records, hung tasks, soft lockups, peer-memory errors, MCE, EDAC, block I/O, filesystem and NFS errors"
     }
     fn profiles(&self) -> &'static [Profile] {
         ALL_PROFILES
@@ -151,16 +159,29 @@ pub fn gather(
         .kernel_log
         .enabled
         .then(kernel_log::Prefilter::default);
+    let fault_lines = settings
+        .kernel_faults
+        .enabled
+        .then(faults::Prefilter::default);
     let mut keep = |e: &kmsg::Entry| {
+        // A file's lines from an earlier boot are history the reboot ended.
+        if e.wall_s.is_some_and(|at| at < btime) {
+            return;
+        }
         if driver.find(e.message).is_some()
             || host_lines
                 .as_ref()
                 .is_some_and(|p| p.might_match(e.message) && kernel_log::matches(e.message))
+            || fault_lines.as_ref().is_some_and(|p| {
+                p.might_match(e.message)
+                    && faults::classify(&String::from_utf8_lossy(e.message), &gpus).is_some()
+            })
         {
             records.push(KmsgRecord {
                 seq: e.seq,
                 ts_usec: e.ts_usec,
                 line: e.line,
+                wall_s: e.wall_s,
                 message: String::from_utf8_lossy(e.message).into_owned(),
             });
         }
