@@ -56,7 +56,7 @@ pub struct WatchSettings {
     /// Jobs with at most this many nodes get only the drastic-drop rule: with
     /// 2 or 3 nodes "the odd one out" is not defined by peers.
     pub small_job_max_nodes: usize,
-    /// Small jobs: a node is called when a falling metric, relative to its
+    /// Small jobs: a node is called when a primary falling metric, relative to its
     /// own warm-up level, sits below this fraction of every peer's ...
     pub small_job_drop: f64,
     /// ... for this many seconds without a break.

@@ -1,4 +1,4 @@
-//! `cargo run --release -p lemonade-watch --example tune [FIRST COUNT]`: the
+//! `cargo run --release -p lemonade-watch --example tune [FIRST COUNT [FAULT%]]`: the
 //! detector's score on the tuning seeds (0..200 by default), which the
 //! held-out test never uses, with each mistake described.
 
@@ -14,10 +14,11 @@ fn main() {
         args.first().copied().unwrap_or(0),
         args.get(1).copied().unwrap_or(200),
     );
+    let share = args.get(2).map_or(0.7, |p| *p as f64 / 100.0);
     let mut traces = Vec::new();
     let mut calls = Vec::new();
     for seed in first..first + count {
-        let trace = generate(&TraceSpec::drawn(seed, 0.7));
+        let trace = generate(&TraceSpec::drawn(seed, share));
         let mut detector = Detector::new(Config::default());
         for (time, node, metric, value) in trace.samples() {
             let sample = Sample {

@@ -11,6 +11,9 @@ use crate::stats::{median, scaled_mad};
 
 /// The fewest warm-up values a node needs for a baseline of its own.
 const MIN_VALUES: usize = 3;
+/// A node's ratio to its peers that wobbles more than this over the window
+/// (natural log: a factor of 2) is no offset by design.
+const UNSTEADY_LOG_RATIO: f64 = std::f64::consts::LN_2;
 
 /// The learned baseline of one metric in one job.
 #[derive(Debug, Clone)]
@@ -71,7 +74,19 @@ impl MetricBaseline {
                 .filter(|_| levels[t] > 0.0)
                 .map(|v| v / levels[t])
         };
-        let ratio = per_node(&ratio_at, &mut scratch);
+        let mut ratio = per_node(&ratio_at, &mut scratch);
+        // An offset is learned only if it held over the window: a node that
+        // differs from its peers only in some phase (rank 0 writing a
+        // checkpoint) is taken as typical.
+        for (node, r) in ratio.iter_mut().enumerate() {
+            scratch.clear();
+            scratch
+                .extend((0..steps.len()).filter_map(|t| Some(ratio_at(t, node)?.max(1e-12).ln())));
+            let centre = median(&mut scratch.clone()).unwrap_or(0.0);
+            if scaled_mad(&mut scratch, centre) > UNSTEADY_LOG_RATIO {
+                *r = None;
+            }
+        }
         let mut ratios: Vec<f64> = ratio.iter().flatten().copied().collect();
         let typical_ratio = median(&mut ratios).unwrap_or(1.0);
         let mut wobble: Vec<f64> = (0..nodes)
@@ -139,6 +154,14 @@ mod tests {
         steps.push(vec![95.0, 95.0, 95.0, 95.0]);
         let b = MetricBaseline::learn(&steps, 0.05).unwrap();
         assert!(b.expected(3, 95.0).abs() < 0.01, "{}", b.expected(3, 95.0));
+    }
+
+    #[test]
+    fn a_node_apart_only_during_part_of_the_window_gets_no_offset() {
+        let mut steps = vec![vec![100.0, 100.0, 100.0, 300.0]; 6];
+        steps.extend(vec![vec![100.0, 100.0, 100.0, 30_000.0]; 6]);
+        let b = MetricBaseline::learn(&steps, 0.05).unwrap();
+        assert_eq!(b.expected(3, 100.0), b.expected(0, 100.0));
     }
 
     #[test]

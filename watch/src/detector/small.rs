@@ -2,8 +2,8 @@
 //!
 //! With two nodes either one is "the odd one out"; with three, one noisy
 //! peer is a third of the sample and no spread can be estimated. So the
-//! peer comparison is off, and a node is flagged only when a metric whose
-//! fall is a fault sign, taken relative to the node's own warm-up level,
+//! peer comparison is off, and a node is flagged only when a primary metric
+//! whose fall is a fault sign, taken relative to the node's own warm-up level,
 //! sits below `small_job_drop` of every peer's (a shared phase moves all of
 //! them together). The flag must then hold for `small_job_sustain_s`.
 
@@ -20,7 +20,9 @@ pub fn drops(
     drop: f64,
     out: &mut Vec<(usize, f64)>,
 ) {
-    if rule.direction != Direction::Falls {
+    // Host metrics move with roles (a rank 0 that logs on while the job
+    // hangs): with no peers to outvote them, only the primary ones count.
+    if rule.direction != Direction::Falls || rule.weight < 1.0 {
         return;
     }
     let relative = |node: usize| -> Option<f64> {

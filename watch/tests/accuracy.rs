@@ -1,0 +1,128 @@
+//! The detector against the trace generator (tests/src/metric_traces.rs) on
+//! held-out seeds: seeds from 1,000,000 on, never used while tuning (the
+//! `tune` example runs 0..400).
+
+use lemonade_tests::metric_traces::{generate, score, Call, FaultKind, JobTrace, TraceSpec};
+use lemonade_watch::{Config, Detector, Sample};
+
+const HELD_OUT: u64 = 1_000_000;
+
+fn calls_on(trace: &JobTrace) -> Vec<Call> {
+    let mut detector = Detector::new(Config::default());
+    let mut calls = Vec::new();
+    for (time, node, metric, value) in trace.samples() {
+        let sample = Sample {
+            time,
+            job: &trace.job,
+            node,
+            metric,
+            value,
+        };
+        for d in detector
+            .push(sample)
+            .expect("generated rows are in time order")
+        {
+            calls.push(Call {
+                job: d.job,
+                node: d.node,
+                detected_at: d.detected_at,
+            });
+        }
+    }
+    calls
+}
+
+#[test]
+fn on_held_out_seeds_precision_recall_and_median_delay_beat_the_issues_bar() {
+    let traces: Vec<JobTrace> = (HELD_OUT..HELD_OUT + 120)
+        .map(|s| generate(&TraceSpec::drawn(s, 0.7)))
+        .collect();
+    let calls: Vec<Call> = traces.iter().flat_map(calls_on).collect();
+    let s = score(&traces, &calls);
+    let delay = s.median_delay().expect("some fault was found");
+    println!(
+        "held out: precision {:.3} recall {:.3} F1 {:.3} median delay {delay} s ({} found, {} false, {} missed)",
+        s.precision, s.recall, s.f1, s.true_positives, s.false_positives, s.missed
+    );
+    assert!(
+        s.true_positives + s.missed >= 60,
+        "too few faults planted to judge"
+    );
+    assert!(
+        s.precision >= 0.95,
+        "precision {:.3}: {:#?}",
+        s.precision,
+        s.mistakes
+    );
+    assert!(s.recall >= 0.9, "recall {:.3}: {:#?}", s.recall, s.mistakes);
+    assert!(delay <= 60, "median delay {delay} s");
+}
+
+#[test]
+fn healthy_jobs_with_every_confounder_get_no_call() {
+    let traces: Vec<JobTrace> = (HELD_OUT + 5000..HELD_OUT + 5040)
+        .map(|s| generate(&TraceSpec::drawn(s, 0.0)))
+        .collect();
+    for confounder in [
+        "pipeline stages",
+        "rank 0 logs",
+        "rank 0 writes the checkpoints",
+        "checkpoints",
+        "evaluations",
+        "data-loader stall",
+        "congestion slow-down",
+    ] {
+        let carriers = traces
+            .iter()
+            .filter(|t| t.confounders.contains(&confounder))
+            .count();
+        assert!(carriers >= 3, "only {carriers} jobs carry {confounder}");
+    }
+    let calls: Vec<Call> = traces.iter().flat_map(calls_on).collect();
+    assert!(calls.is_empty(), "{:#?}", score(&traces, &calls).mistakes);
+}
+
+fn small_job(seed: u64, nodes: usize, fault: Option<FaultKind>) -> JobTrace {
+    generate(&TraceSpec {
+        seed,
+        job: format!("77{seed}_{nodes}"),
+        nodes,
+        start: 1_760_000_000,
+        duration_s: 3000,
+        fault,
+    })
+}
+
+#[test]
+fn jobs_of_two_or_three_nodes_get_a_call_only_for_a_drastic_sustained_drop() {
+    for seed in HELD_OUT + 9000..HELD_OUT + 9012 {
+        let nodes = 2 + (seed % 2) as usize;
+        let healthy = small_job(seed, nodes, None);
+        assert!(
+            calls_on(&healthy).is_empty(),
+            "healthy {nodes}-node job {seed} {:?}",
+            healthy.confounders
+        );
+        // A congestion-only symptom (pauses rise) is no drastic drop.
+        let pcie = small_job(seed, nodes, Some(FaultKind::PcieDowngrade));
+        assert!(
+            calls_on(&pcie).is_empty(),
+            "PCIe downgrade in a {nodes}-node job {seed}"
+        );
+        // A dead GPU: its lowest utilisation falls to 0 and stays there.
+        let ecc = small_job(seed, nodes, Some(FaultKind::Ecc));
+        let fault = ecc.fault.clone().unwrap();
+        let calls = calls_on(&ecc);
+        assert_eq!(
+            calls.len(),
+            1,
+            "ECC in a {nodes}-node job {seed}: {calls:?}"
+        );
+        assert_eq!(calls[0].node, fault.node);
+        let delay = calls[0].detected_at - fault.onset;
+        assert!(
+            (180..=600).contains(&delay),
+            "called {delay} s after the onset"
+        );
+    }
+}
