@@ -63,6 +63,7 @@
 //! A job that is requeued and fails again counts once per node: signals
 //! count distinct job ids, not runs.
 
+use crate::fast_hash::FastMap;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -143,31 +144,94 @@ impl Evidence {
             v.sort_by_key(|&(node, at_ms)| (at_ms, node));
         }
     }
+}
 
-    fn earliest_in<'m>(
-        map: &'m HashMap<i64, Vec<Mark>>,
-        nodes: &[i64],
+/// The node evidence by time, for the windows of the failed runs: the
+/// attribution looks at every node of every failed run (8.5 million node
+/// slots in a month of large jobs), but only a few dozen findings or
+/// events fall into any one window fleet-wide. So each run marks its
+/// nodes, and the marks of its window are checked against them; looking
+/// each node up instead cost more than all the rest of the attribution.
+struct ByTime<'e> {
+    /// Every finding as (at, node, mark), by time then node.
+    findings: Vec<(i64, i64, &'e Mark)>,
+    events: Vec<(i64, i64, &'e Mark)>,
+    /// `marked[node]`: the number of the run that marked it last.
+    marked: Vec<u32>,
+    runs: u32,
+}
+
+impl<'e> ByTime<'e> {
+    fn new(ev: &'e Evidence) -> Self {
+        let findings = ByTime::by_time(&ev.findings);
+        let events = ByTime::by_time(&ev.events);
+        let nodes = findings
+            .iter()
+            .chain(&events)
+            .filter_map(|&(_, node, _)| usize::try_from(node).ok())
+            .max()
+            .map_or(0, |n| n + 1);
+        ByTime {
+            findings,
+            events,
+            marked: vec![0; nodes],
+            runs: 0,
+        }
+    }
+
+    /// Stable, so that one node's marks of one second keep their order.
+    fn by_time(map: &'e HashMap<i64, Vec<Mark>>) -> Vec<(i64, i64, &'e Mark)> {
+        let mut list: Vec<(i64, i64, &Mark)> = map
+            .iter()
+            .flat_map(|(&node, marks)| marks.iter().map(move |m| (m.at, node, m)))
+            .collect();
+        list.sort_by_key(|&(at, node, _)| (at, node));
+        list
+    }
+
+    /// The earliest (then lowest node id) mark of `list` in `[lo, hi]` on a marked node.
+    fn earliest_in(
+        &self,
+        list: &[(i64, i64, &'e Mark)],
         lo: i64,
         hi: i64,
-    ) -> Option<(i64, &'m Mark)> {
-        nodes
+    ) -> Option<(i64, &'e Mark)> {
+        let first = list.partition_point(|&(at, _, _)| at < lo);
+        list[first..]
             .iter()
-            .filter_map(|n| {
-                map.get(n).and_then(|marks| {
-                    let i = marks.partition_point(|m| m.at < lo);
-                    marks.get(i).filter(|m| m.at <= hi).map(|m| (*n, m))
-                })
+            .take_while(|&&(at, _, _)| at <= hi)
+            .find(|&&(_, node, _)| {
+                usize::try_from(node)
+                    .ok()
+                    .and_then(|n| self.marked.get(n))
+                    .is_some_and(|&run| run == self.runs)
             })
-            .min_by_key(|(n, m)| (m.at, *n))
+            .map(|&(_, node, m)| (node, m))
     }
 
     /// The earliest finding, else the earliest event, on `nodes` in the window of `end`.
-    fn node_evidence(&self, nodes: &[i64], end: i64) -> Option<(i64, &Mark, Rule)> {
+    fn node_evidence(&mut self, nodes: &[i64], end: i64) -> Option<(i64, &'e Mark, Rule)> {
         let (lo, hi) = (end - BEFORE_END_S, end + AFTER_END_S);
-        Evidence::earliest_in(&self.findings, nodes, lo, hi)
+        let in_window = |list: &[(i64, i64, &Mark)]| {
+            let first = list.partition_point(|&(at, _, _)| at < lo);
+            list.get(first).is_some_and(|&(at, _, _)| at <= hi)
+        };
+        if !in_window(&self.findings) && !in_window(&self.events) {
+            return None;
+        }
+        self.runs += 1;
+        for &node in nodes {
+            if let Some(m) = usize::try_from(node)
+                .ok()
+                .and_then(|n| self.marked.get_mut(n))
+            {
+                *m = self.runs;
+            }
+        }
+        self.earliest_in(&self.findings, lo, hi)
             .map(|(n, m)| (n, m, Rule::Finding))
             .or_else(|| {
-                Evidence::earliest_in(&self.events, nodes, lo, hi)
+                self.earliest_in(&self.events, lo, hi)
                     .map(|(n, m)| (n, m, Rule::NodeEvent))
             })
     }
@@ -239,10 +303,10 @@ pub struct UserStats {
     /// Per user: deaths by each signal.
     pub crashes: Vec<HashMap<i64, u32>>,
     pub exits: Vec<u32>,
-    pub runs_on: HashMap<(u32, i64), u32>,
+    pub runs_on: FastMap<(u32, i64), u32>,
     /// By (user, node, signal).
-    pub crashes_on: HashMap<(u32, i64, i64), u32>,
-    pub exits_on: HashMap<(u32, i64), u32>,
+    pub crashes_on: FastMap<(u32, i64, i64), u32>,
+    pub exits_on: FastMap<(u32, i64), u32>,
 }
 
 /// A user's record: runs, failures of one kind among them, and for a
@@ -275,7 +339,11 @@ impl Record {
 
 impl UserStats {
     /// The index of `name`, added when new.
-    pub fn intern(&mut self, index: &mut HashMap<String, u32>, name: &str) -> u32 {
+    pub fn intern<S: std::hash::BuildHasher>(
+        &mut self,
+        index: &mut HashMap<String, u32, S>,
+        name: &str,
+    ) -> u32 {
         if let Some(&i) = index.get(name) {
             return i;
         }
@@ -534,9 +602,14 @@ fn evidence_text(m: &Mark, end: i64) -> String {
 }
 
 /// Rules 1-3 and the multi-node rule: what needs no weighing.
-fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPass {
+fn first_pass(
+    run: &FailedRun,
+    ev: &Evidence,
+    by_time: &mut ByTime,
+    p: &AttributionParams,
+) -> FirstPass {
     if let [node] = run.nodes[..] {
-        let found = ev.node_evidence(&run.nodes, run.end);
+        let found = by_time.node_evidence(&run.nodes, run.end);
         if run.state == "NODE_FAIL" {
             return FirstPass::Done(match found {
                 Some((_, m, _)) => Attribution::evidence(
@@ -566,7 +639,7 @@ fn first_pass(run: &FailedRun, ev: &Evidence, p: &AttributionParams) -> FirstPas
         }
         return FirstPass::Weigh;
     }
-    if let Some((node, m, rule)) = ev.node_evidence(&run.nodes, run.end) {
+    if let Some((node, m, rule)) = by_time.node_evidence(&run.nodes, run.end) {
         let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
         return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
     }
@@ -640,8 +713,9 @@ pub fn attribute_all(
     let mut out: Vec<Option<Attribution>> = Vec::with_capacity(runs.len());
     let mut weigh: Vec<usize> = Vec::new();
     let mut localized: Vec<(usize, i64, String)> = Vec::new();
+    let mut by_time = ByTime::new(ev);
     for (i, run) in runs.iter().enumerate() {
-        match first_pass(run, ev, p) {
+        match first_pass(run, ev, &mut by_time, p) {
             FirstPass::Done(a) => out.push(Some(a)),
             FirstPass::Weigh => {
                 out.push(None);
@@ -753,8 +827,14 @@ fn chance_first_on(nodes: &[i64], node: i64, excess: f64) -> f64 {
 /// iteration), each node starting from [`PRIOR_NODE_DAYS`] at the fleet
 /// rate, and a run's own chance never raises its nodes' hazards.
 struct Hazards {
-    /// Per weighed run: the user's rate, and each node's chance.
-    chances: Vec<(f64, Vec<f64>)>,
+    /// Per weighed run: the user's rate.
+    user_rates: Vec<f64>,
+    /// Each node's chance, all weighed runs' in one list (the rounds go
+    /// through it 50 times: one allocation per run scattered it over the
+    /// heap, and the rounds waited on memory): run `k`'s are
+    /// `spans[k]..spans[k + 1]`.
+    chances: Vec<f64>,
+    spans: Vec<usize>,
     /// Per weighed run: the user's record it was weighed with.
     records: Vec<Record>,
 }
@@ -812,36 +892,25 @@ impl Hazards {
         // Start from every signal death its nodes' and every plain exit its
         // user's: a node that kills jobs shows from the first round, and
         // users' everyday bugs do not inflate the hazards they are weighed by.
-        let mut chances: Vec<(f64, Vec<f64>)> = weighed
-            .iter()
-            .zip(&base)
-            .map(|(&i, &(u, _))| {
-                let k = runs[i].nodes.len();
-                let start = if runs[i].signal().is_some() {
-                    1.0 / k as f64
-                } else {
-                    0.0
-                };
-                (u, vec![start; k])
-            })
-            .collect();
         // The rounds below touch every node of every weighed run 50 times:
         // dense indices instead of hash lookups (millions of node slots in a
         // fleet's month of large jobs).
-        let mut dense: HashMap<i64, usize> = HashMap::new();
-        let run_nodes: Vec<Vec<usize>> = weighed
-            .iter()
-            .map(|&i| {
-                runs[i]
-                    .nodes
-                    .iter()
-                    .map(|n| {
-                        let next = dense.len();
-                        *dense.entry(*n).or_insert(next)
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut dense: FastMap<i64, usize> = FastMap::default();
+        let (mut slots, mut chances, mut spans) = (Vec::new(), Vec::new(), vec![0]);
+        for &i in weighed {
+            let k = runs[i].nodes.len();
+            let start = if runs[i].signal().is_some() {
+                1.0 / k as f64
+            } else {
+                0.0
+            };
+            for n in &runs[i].nodes {
+                let next = dense.len();
+                slots.push(*dense.entry(*n).or_insert(next));
+                chances.push(start);
+            }
+            spans.push(slots.len());
+        }
         let mut hard_dense = vec![0.0; dense.len()];
         let mut days_dense = vec![0.0; dense.len()];
         for (n, &d) in &dense {
@@ -850,14 +919,13 @@ impl Hazards {
         }
         let hard_total: f64 = hard.values().sum();
         let mut fails = vec![0.0; dense.len()];
+        let mut rates: Vec<f64> = Vec::new();
         for _ in 0..50 {
             fails.copy_from_slice(&hard_dense);
             let mut weighed_total = 0.0;
-            for (nodes, (_, w)) in run_nodes.iter().zip(&chances) {
-                for (&d, w) in nodes.iter().zip(w) {
-                    fails[d] += w;
-                    weighed_total += w;
-                }
+            for (&d, w) in slots.iter().zip(&chances) {
+                fails[d] += w;
+                weighed_total += w;
             }
             let fleet_rate = if total_days > 0.0 {
                 (hard_total + weighed_total) / total_days
@@ -865,20 +933,17 @@ impl Hazards {
                 0.0
             };
             let mut change: f64 = 0.0;
-            for (k, nodes) in run_nodes.iter().enumerate() {
-                let (u, per_hazard) = base[k];
-                let rates: Vec<f64> = nodes
-                    .iter()
-                    .zip(&chances[k].1)
-                    .map(|(&d, own)| {
-                        let f = fails[d] - own;
-                        let h = (f.max(0.0) + PRIOR_NODE_DAYS * fleet_rate)
-                            / (days_dense[d] + PRIOR_NODE_DAYS);
-                        h * per_hazard
-                    })
-                    .collect();
+            for (k, &(u, per_hazard)) in base.iter().enumerate() {
+                let span = spans[k]..spans[k + 1];
+                rates.clear();
+                for (&d, own) in slots[span.clone()].iter().zip(&chances[span.clone()]) {
+                    let f = fails[d] - own;
+                    let h = (f.max(0.0) + PRIOR_NODE_DAYS * fleet_rate)
+                        / (days_dense[d] + PRIOR_NODE_DAYS);
+                    rates.push(h * per_hazard);
+                }
                 let total = u + rates.iter().sum::<f64>();
-                for (w, r) in chances[k].1.iter_mut().zip(&rates) {
+                for (w, r) in chances[span].iter_mut().zip(&rates) {
                     let next = if total > 0.0 { r / total } else { 0.0 };
                     change = change.max((next - *w).abs());
                     *w = next;
@@ -888,13 +953,21 @@ impl Hazards {
                 break;
             }
         }
-        Hazards { chances, records }
+        Hazards {
+            user_rates: base.iter().map(|&(u, _)| u).collect(),
+            chances,
+            spans,
+            records,
+        }
     }
 
     /// The verdict on the `k`th weighed run: its likeliest node's when that
     /// node's chance is at least one half, else the user's (or nobody's).
     fn verdict(&self, k: usize, run: &FailedRun, users: &UserStats) -> Attribution {
-        let (u, chances) = &self.chances[k];
+        let (u, chances) = (
+            &self.user_rates[k],
+            &self.chances[self.spans[k]..self.spans[k + 1]],
+        );
         let rec = self.records[k];
         let user = &users.names[run.user as usize];
         let what = if run.state == "NODE_FAIL" {

@@ -9,6 +9,7 @@ use crate::attribute::{
 };
 use crate::db;
 use crate::error::Result;
+use crate::fast_hash::FastMap;
 use crate::ingest::events::is_out_of_service;
 use lemonade_slurm::reason::{self, ReasonOwner};
 use lemonade_sql::rusqlite::{params, Connection};
@@ -369,38 +370,134 @@ impl std::fmt::Debug for Exposure {
     }
 }
 
-/// Exposure of every node over the window, and every user's runs; fills
-/// in the nodes of the failed runs on several nodes (`failed`, whose
-/// `nodes` are still empty) from the same pass over `job_nodes`.
+/// The one pass over the runs of a window: every node's exposure, every
+/// user's runs, and the failed runs with their nodes.
 ///
-/// Two sequential scans merged by job id (the window's jobs from the first
-/// id that ends in it, and `job_nodes` from the same id) instead of a join
-/// through the end-time index: random lookups per row made scoring a million
-/// jobs several times slower, and so did one `job_nodes` query per failed run.
-fn exposure(
-    conn: &Connection,
+/// Multi-node runs bring their nodes packed in `jobs.node_ids`: reading
+/// `job_nodes` instead (8.5 million rows for a month of large jobs) was
+/// most of the cost of scoring and of the reliability report.
+struct WindowPass<'a> {
     t0: i64,
-    now: i64,
-    since: &dyn Fn(i64) -> i64,
-    users: &mut UserStats,
-    user_index: &mut HashMap<String, u32>,
-    failed: &mut [FailedRun],
-) -> Result<HashMap<i64, Exposure>> {
-    let first: Option<i64> = conn.query_row(
-        "SELECT min(id) FROM jobs WHERE end_time > ?1 AND end_time <= ?2",
-        params![t0, now],
-        |r| r.get(0),
-    )?;
-    let Some(first) = first else {
-        return Ok(HashMap::new());
-    };
-    let max_node: i64 = conn.query_row("SELECT ifnull(max(id), 0) FROM nodes", [], |r| r.get(0))?;
-    let mut per = vec![Exposure::default(); max_node as usize + 1];
-    let mut add = |node: i64, single: bool, start: Option<i64>, end: i64| {
-        if end <= since(node) {
+    since: &'a dyn Fn(i64) -> i64,
+    /// Indexed by node id.
+    per_node: Vec<Exposure>,
+    users: UserStats,
+    user_index: FastMap<String, u32>,
+    /// The last user interned: runs of one user come together.
+    last_user: Option<(String, u32)>,
+    /// The failed runs in scan order, their users' names beside them
+    /// (numbered in end-time order once all are read).
+    failed: Vec<(FailedRun, String)>,
+    /// The multi-node runs in scan order, counted once the pass is done.
+    multi: Vec<MultiNodeRun>,
+    /// Their nodes, packed as `jobs.node_ids` packs them.
+    multi_nodes: Vec<u8>,
+}
+
+/// A run on several nodes (or none) that [`WindowPass`] counts at its end.
+struct MultiNodeRun {
+    id: i64,
+    start: Option<i64>,
+    end: i64,
+    /// Its nodes in `multi_nodes`; `None`: only in `job_nodes`.
+    packed: Option<std::ops::Range<usize>>,
+    /// Its place in `failed`, for a failed run.
+    failed: Option<usize>,
+}
+
+impl<'a> WindowPass<'a> {
+    fn new(conn: &Connection, t0: i64, since: &'a dyn Fn(i64) -> i64) -> Result<Self> {
+        let max_node = usize::try_from(db::max_node_id(conn)?).unwrap_or(0);
+        Ok(WindowPass {
+            t0,
+            since,
+            per_node: vec![Exposure::default(); max_node + 1],
+            users: UserStats::default(),
+            user_index: FastMap::default(),
+            last_user: None,
+            failed: Vec::new(),
+            multi: Vec::new(),
+            multi_nodes: Vec::new(),
+        })
+    }
+
+    /// Takes one run that ended in the window.
+    fn add(&mut self, row: &db::RunRow) -> Result<()> {
+        let start = row.start()?;
+        let node = row.node()?;
+        if start.is_some() {
+            let user = self.user_of(row.user()?.unwrap_or(""));
+            self.users.add_run(user, node);
+        }
+        let failed = self.failed_run(row, start)?;
+        match node {
+            Some(node) => {
+                self.count(node, true, start, row.end);
+                if let Some(k) = failed {
+                    self.failed[k].0.nodes.push(node);
+                }
+            }
+            None => {
+                let packed = row.node_ids()?.map(|ids| {
+                    self.multi_nodes.extend_from_slice(ids);
+                    self.multi_nodes.len() - ids.len()..self.multi_nodes.len()
+                });
+                self.multi.push(MultiNodeRun {
+                    id: row.id,
+                    start,
+                    end: row.end,
+                    packed,
+                    failed,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn user_of(&mut self, name: &str) -> u32 {
+        match &self.last_user {
+            Some((last, user)) if last == name => *user,
+            _ => {
+                let user = self.users.intern(&mut self.user_index, name);
+                self.last_user = Some((name.to_string(), user));
+                user
+            }
+        }
+    }
+
+    /// Keeps `row` among the failed runs when it failed; its place there.
+    fn failed_run(&mut self, row: &db::RunRow, start: Option<i64>) -> Result<Option<usize>> {
+        let state = row.state()?;
+        if !attribute::is_failure(state) {
+            return Ok(None);
+        }
+        let run = FailedRun {
+            row_id: row.id,
+            job_id_raw: row.job_id_raw()?,
+            job_id: row.job_id()?.to_string(),
+            user: 0,
+            state: state.to_string(),
+            start,
+            end: row.end,
+            exit_code: row.exit_code()?,
+            exit_signal: row.exit_signal()?,
+            nodes: Vec::new(),
+        };
+        self.failed
+            .push((run, row.user()?.unwrap_or("").to_string()));
+        Ok(Some(self.failed.len() - 1))
+    }
+
+    /// Counts a run that ended at `end` on `node`, unless the node's
+    /// history starts later (its release).
+    fn count(&mut self, node: i64, single: bool, start: Option<i64>, end: i64) {
+        if end <= (self.since)(node) {
             return;
         }
-        let Some(e) = per.get_mut(node as usize) else {
+        let Some(e) = usize::try_from(node)
+            .ok()
+            .and_then(|n| self.per_node.get_mut(n))
+        else {
             return;
         };
         e.jobs += 1;
@@ -408,92 +505,73 @@ fn exposure(
             e.single_node_jobs += 1;
         }
         if let Some(start) = start {
-            e.node_days += (end - start.max(t0)).max(0) as f64 / 86_400.0;
-        }
-    };
-    let multi = scan_window_jobs(conn, first, t0, now, users, user_index, &mut add)?;
-    // The failed runs without a node of their own, by row id, to meet them
-    // in the merge below (`failed` is in end-time order).
-    let mut wanted: Vec<(i64, usize)> = failed
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.nodes.is_empty())
-        .map(|(k, r)| (r.row_id, k))
-        .collect();
-    wanted.sort_unstable();
-    let mut w = 0;
-    let mut stmt =
-        conn.prepare_cached("SELECT job, node FROM job_nodes WHERE job >= ?1 ORDER BY job")?;
-    let mut rows = stmt.query([first])?;
-    let mut i = 0;
-    while let Some(r) = rows.next()? {
-        let job: i64 = r.get(0)?;
-        while i < multi.len() && multi[i].0 < job {
-            i += 1;
-        }
-        if i == multi.len() {
-            break;
-        }
-        let (id, start, end) = multi[i];
-        if id == job {
-            let node = r.get(1)?;
-            add(node, false, start, end);
-            while w < wanted.len() && wanted[w].0 < job {
-                w += 1;
-            }
-            if let Some(&(_, k)) = wanted.get(w).filter(|(row, _)| *row == job) {
-                failed[k].nodes.push(node);
-            }
+            e.node_days += (end - start.max(self.t0)).max(0) as f64 / 86_400.0;
         }
     }
-    Ok(per
-        .into_iter()
-        .enumerate()
-        .filter(|(_, e)| e.jobs > 0)
-        .map(|(n, e)| (n as i64, e))
-        .collect())
-}
 
-/// The jobs pass of [`exposure`]: counts every run that ended in `(t0,
-/// now]` and started, for its user; gives one-node runs to `add` and
-/// returns the others, `(id, start, end)` by id, for the merge with
-/// `job_nodes`.
-fn scan_window_jobs(
-    conn: &Connection,
-    first: i64,
-    t0: i64,
-    now: i64,
-    users: &mut UserStats,
-    user_index: &mut HashMap<String, u32>,
-    add: &mut dyn FnMut(i64, bool, Option<i64>, i64),
-) -> Result<Vec<(i64, Option<i64>, i64)>> {
-    let mut multi: Vec<(i64, Option<i64>, i64)> = Vec::new();
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, node, start_time, end_time, user FROM jobs WHERE id >= ?1 ORDER BY id",
-    )?;
-    let mut rows = stmt.query([first])?;
-    while let Some(r) = rows.next()? {
-        let end: i64 = r.get(3)?;
-        if end <= t0 || end > now {
-            continue;
+    /// Counts the multi-node runs, after all one-node runs as scoring
+    /// always has (a node's node-days are a sum of fractions: its order
+    /// shows in the last digits), and gives the failed ones their nodes.
+    fn count_multi_node_runs(&mut self, conn: &Connection) -> Result<()> {
+        for k in 0..self.multi.len() {
+            let MultiNodeRun {
+                id,
+                start,
+                end,
+                ref packed,
+                failed,
+            } = self.multi[k];
+            let nodes: Vec<i64> = match packed {
+                Some(range) => db::unpack_node_ids(&self.multi_nodes[range.clone()]).collect(),
+                None => db::job_nodes_of(conn, id)?,
+            };
+            for &node in &nodes {
+                self.count(node, false, start, end);
+            }
+            if let Some(f) = failed {
+                self.failed[f].0.nodes = nodes;
+            }
         }
-        let node: Option<i64> = r.get(1)?;
-        let start: Option<i64> = r.get(2)?;
-        if start.is_some() {
-            let name = r
-                .get_ref(4)?
-                .as_str_or_null()
-                .map_err(lemonade_sql::rusqlite::Error::from)?
-                .unwrap_or("");
-            let user = users.intern(user_index, name);
-            users.add_run(user, node);
-        }
-        match node {
-            Some(node) => add(node, true, start, end),
-            None => multi.push((r.get(0)?, start, end)),
-        }
+        Ok(())
     }
-    Ok(multi)
+
+    /// The exposure per node, the users, and the failed runs by end time
+    /// with rank 0's node first (runs without nodes dropped).
+    fn finish(
+        mut self,
+        conn: &Connection,
+    ) -> Result<(HashMap<i64, Exposure>, UserStats, Vec<FailedRun>)> {
+        self.count_multi_node_runs(conn)?;
+        self.failed.sort_by_key(|(run, _)| (run.end, run.row_id));
+        let rank = name_ranks(conn)?;
+        let rank_of = |n: i64| {
+            usize::try_from(n)
+                .ok()
+                .and_then(|i| rank.get(i).copied())
+                .unwrap_or(u32::MAX)
+        };
+        let mut runs = Vec::with_capacity(self.failed.len());
+        for (mut run, user) in self.failed {
+            if run.nodes.is_empty() {
+                continue;
+            }
+            run.user = self.users.intern(&mut self.user_index, &user);
+            // Rank 0's node first (FailedRun::nodes); a swap, not a sort: a
+            // month of large jobs has millions of node slots.
+            if let Some(first) = (0..run.nodes.len()).min_by_key(|&i| rank_of(run.nodes[i])) {
+                run.nodes.swap(0, first);
+            }
+            runs.push(run);
+        }
+        let exposure = self
+            .per_node
+            .into_iter()
+            .enumerate()
+            .filter(|(_, e)| e.jobs > 0)
+            .map(|(n, e)| (n as i64, e))
+            .collect();
+        Ok((exposure, self.users, runs))
+    }
 }
 
 fn entry<'a>(
@@ -534,11 +612,61 @@ pub fn attribute_range(
     p: &AttributionParams,
     since: &dyn Fn(i64) -> i64,
 ) -> Result<Window> {
-    let mut users = UserStats::default();
-    let mut user_index = HashMap::new();
-    let (mut runs, names) = load_failed(conn, t0, t1)?;
-    let exposure = exposure(conn, t0, t1, since, &mut users, &mut user_index, &mut runs)?;
-    let runs = finish_failed(conn, runs, &names, &mut users, &mut user_index)?;
+    attribute_range_with(conn, (t0, t1), t1, p, since, &mut NoVisitor)
+}
+
+/// Takes no run: [`attribute_range`] wants the attribution alone.
+struct NoVisitor;
+
+impl db::RunVisitor for NoVisitor {
+    fn visit(&mut self, _: &db::RunRow) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The attribution's pass over the runs of its window, and whoever else reads them.
+struct Both<'a, 'p> {
+    pass: &'a mut WindowPass<'p>,
+    t1: i64,
+    each: &'a mut dyn db::RunVisitor,
+}
+
+impl db::RunVisitor for Both<'_, '_> {
+    fn expect(&mut self, runs: usize) {
+        self.each.expect(runs);
+    }
+
+    fn visit(&mut self, row: &db::RunRow) -> Result<()> {
+        if row.end <= self.t1 {
+            self.pass.add(row)?;
+        }
+        self.each.visit(row)
+    }
+}
+
+/// [`attribute_range`] over `(t0, t1]`, handing every run that ended in
+/// `(t0, read_until]` to `each` in the same pass over the runs: the
+/// reliability report reads its runs there.
+pub fn attribute_range_with(
+    conn: &Connection,
+    (t0, t1): (i64, i64),
+    read_until: i64,
+    p: &AttributionParams,
+    since: &dyn Fn(i64) -> i64,
+    each: &mut dyn db::RunVisitor,
+) -> Result<Window> {
+    let mut pass = WindowPass::new(conn, t0, since)?;
+    db::scan_runs(
+        conn,
+        t0,
+        read_until.max(t1),
+        &mut Both {
+            pass: &mut pass,
+            t1,
+            each,
+        },
+    )?;
+    let (exposure, mut users, runs) = pass.finish(conn)?;
     users.add_failures(&runs);
     let evidence = load_evidence(conn, t0, t1)?;
     // Every run counts as at least an hour, as in the attribution's own
@@ -657,71 +785,6 @@ fn name_ranks(conn: &Connection) -> Result<Vec<u32>> {
         }
     }
     Ok(rank)
-}
-
-/// Failed runs that ended in the window, by end time, and their users'
-/// names. A one-node run has its node; the others' `nodes` are empty until
-/// [`exposure`] fills them in. `user` indexes the names until
-/// [`finish_failed`] numbers the users after the exposure pass, which
-/// meets most of them first.
-fn load_failed(conn: &Connection, t0: i64, now: i64) -> Result<(Vec<FailedRun>, Vec<String>)> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, job_id_raw, job_id, state, start_time, end_time, exit_code, exit_signal, node, user
-         FROM jobs WHERE end_time > ?1 AND end_time <= ?2 AND state IN ('FAILED', 'NODE_FAIL')
-         ORDER BY end_time",
-    )?;
-    let (mut out, mut names) = (Vec::new(), UserStats::default());
-    let mut index = HashMap::new();
-    let mut rows = stmt.query(params![t0, now])?;
-    while let Some(r) = rows.next()? {
-        let user: Option<String> = r.get(9)?;
-        out.push(FailedRun {
-            row_id: r.get(0)?,
-            job_id_raw: r.get(1)?,
-            job_id: r.get(2)?,
-            user: names.intern(&mut index, user.as_deref().unwrap_or("")),
-            state: r.get(3)?,
-            start: r.get(4)?,
-            end: r.get(5)?,
-            exit_code: r.get(6)?,
-            exit_signal: r.get(7)?,
-            nodes: r.get::<_, Option<i64>>(8)?.into_iter().collect(),
-        });
-    }
-    Ok((out, names.names))
-}
-
-/// Numbers the failed runs' users (in run order, as they were numbered
-/// when read one by one), puts rank 0's node first and drops runs without
-/// nodes.
-fn finish_failed(
-    conn: &Connection,
-    runs: Vec<FailedRun>,
-    names: &[String],
-    users: &mut UserStats,
-    user_index: &mut HashMap<String, u32>,
-) -> Result<Vec<FailedRun>> {
-    let rank = name_ranks(conn)?;
-    let rank_of = |n: i64| {
-        usize::try_from(n)
-            .ok()
-            .and_then(|i| rank.get(i).copied())
-            .unwrap_or(u32::MAX)
-    };
-    let mut out = Vec::with_capacity(runs.len());
-    for mut run in runs {
-        if run.nodes.is_empty() {
-            continue;
-        }
-        run.user = users.intern(user_index, &names[run.user as usize]);
-        // Rank 0's node first (FailedRun::nodes); a swap, not a sort: a
-        // month of large jobs has millions of node slots.
-        if let Some(first) = (0..run.nodes.len()).min_by_key(|&i| rank_of(run.nodes[i])) {
-            run.nodes.swap(0, first);
-        }
-        out.push(run);
-    }
-    Ok(out)
 }
 
 /// Keeps the attributions of a window in `attributions`, for later reports:

@@ -36,6 +36,10 @@ const LEMON: &[(&str, &str)] = &[
         "0004_inventory_index.sql",
         include_str!("../migrations/lemon/0004_inventory_index.sql"),
     ),
+    (
+        "0005_job_node_ids.sql",
+        include_str!("../migrations/lemon/0005_job_node_ids.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {

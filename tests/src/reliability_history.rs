@@ -190,10 +190,11 @@ pub fn generate(spec: &SyntheticSpec) -> ReportInput {
 
 /// Stores a history in lemon.db as `lemon ingest` would (rows in end-time
 /// order, as the ingest's time windows leave them): every run in `jobs`,
-/// the nodes of failed runs in `job_nodes` (the only ones the report
-/// reads), a `down` finding on one of its nodes a minute before the end
-/// for every attributed failure (co-occurring checks half a minute
-/// before), and a `drained` decision per lemon.
+/// the nodes of failed runs in `job_nodes` and packed in `jobs.node_ids`
+/// as the ingest packs them (the only nodes the report reads), a `down`
+/// finding on one of its nodes a minute before the end for every
+/// attributed failure (co-occurring checks half a minute before), and a
+/// `drained` decision per lemon.
 pub fn store(conn: &mut Connection, input: &ReportInput) -> Result<(), ReliabilityError> {
     let mut order: Vec<&JobRecord> = input.jobs.iter().collect();
     order.sort_by_key(|j| j.end);
@@ -208,8 +209,8 @@ pub fn store(conn: &mut Connection, input: &ReportInput) -> Result<(), Reliabili
             ids.insert(name, n);
         }
         let mut job = tx.prepare(
-            "INSERT INTO jobs(id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition, nnodes, nodelist, gpus)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'synthetic', ?10)",
+            "INSERT INTO jobs(id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition, nnodes, nodelist, gpus, node_ids)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'synthetic', ?10, ?11)",
         )?;
         let mut job_node = tx.prepare("INSERT INTO job_nodes(job, node) VALUES (?1, ?2)")?;
         let mut finding = tx.prepare(
@@ -220,6 +221,21 @@ pub fn store(conn: &mut Connection, input: &ReportInput) -> Result<(), Reliabili
         for (i, j) in order.into_iter().enumerate() {
             let id = i as i64 + 1;
             let raw: i64 = j.id.parse().unwrap_or(id);
+            let failed = matches!(j.state, JobState::Failed | JobState::NodeFail);
+            let first = (raw as u64 * 7919 % u64::from(fleet)) as u32;
+            let mut nodes: Vec<i64> = if failed {
+                (0..j.nodes.min(fleet))
+                    .map(|k| i64::from((first + k) % fleet + 1))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let packed = lemon::db::pack_node_ids(&mut nodes).map_err(|e| {
+                ReliabilityError::InvalidParameter {
+                    name: "nodes",
+                    why: e.to_string(),
+                }
+            })?;
             job.execute((
                 id,
                 raw,
@@ -231,13 +247,13 @@ pub fn store(conn: &mut Connection, input: &ReportInput) -> Result<(), Reliabili
                 &j.partition,
                 j.nodes,
                 j.gpus,
+                packed,
             ))?;
-            if !matches!(j.state, JobState::Failed | JobState::NodeFail) {
+            if !failed {
                 continue;
             }
-            let first = (raw as u64 * 7919 % u64::from(fleet)) as u32;
-            for k in 0..j.nodes.min(fleet) {
-                job_node.execute((id, (first + k) % fleet + 1))?;
+            for node in nodes {
+                job_node.execute((id, node))?;
             }
             let end = j.end.timestamp();
             for (before_s, check) in j

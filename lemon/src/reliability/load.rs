@@ -16,12 +16,13 @@
 use super::remediation::StateChangeRecord;
 use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
 use crate::attribute::{AttributionParams, Evidence, FailedRun, AFTER_END_S, BEFORE_END_S};
+use crate::db::{RunRow, RunVisitor};
 use crate::decide::Scores;
+use crate::fast_hash::FastMap;
 use crate::signals::Signal;
 use chrono::DateTime;
 use lemonade_sql::rusqlite::{params, Connection};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// GPUs per node when neither config nor the history tells.
 pub const DEFAULT_GPUS_PER_NODE: u32 = 8;
@@ -44,18 +45,21 @@ pub struct LoadedJobs {
 /// node (for runs without `gres/gpu`) and whether a later run of the job
 /// ends within [`REQUEUE_LOOKAHEAD_S`].
 struct Pending {
+    row_id: i64,
     raw: i64,
     end: i64,
     nnodes: i64,
     gpus: Option<i64>,
 }
 
-/// What [`runs_of`] reads: the records, what each still needs (same
-/// order), and the last end of each raw job id.
+/// What the pass over the runs gives the report: the records, what each
+/// still needs (same order), and the raw job id and end of every run.
+#[derive(Default)]
 struct Runs {
     jobs: Vec<JobRecord>,
     pending: Vec<Pending>,
-    last_end: IdMap<i64>,
+    /// (raw job id, end) of every run read, the lookahead's included.
+    ends: Vec<(i64, i64)>,
 }
 
 fn time(t: i64) -> chrono::DateTime<chrono::Utc> {
@@ -65,6 +69,10 @@ fn time(t: i64) -> chrono::DateTime<chrono::Utc> {
 /// Loads the runs that ended inside `range`. `gpus_per_node`: from config
 /// or the command line; `None` infers it from the history (the most common
 /// GPUs ÷ nodes of the runs whose AllocTRES has `gres/gpu`).
+///
+/// The runs are read in the attribution's own pass over them
+/// ([`crate::signals::attribute_range_with`]): one read of a million runs
+/// instead of two.
 pub fn load_jobs(
     conn: &Connection,
     range: TimeRange,
@@ -72,12 +80,27 @@ pub fn load_jobs(
     attribution: &AttributionParams,
 ) -> Result<LoadedJobs, ReliabilityError> {
     let (since, until) = (range.since.timestamp(), range.until.timestamp());
-    let mut categories = failure_categories(conn, since, until, attribution)?;
+    let mut runs = Runs::default();
+    // `attribute_range_with` takes `(t0, t1]`; times are whole seconds.
+    let window = crate::signals::attribute_range_with(
+        conn,
+        (since - 1, until - 1),
+        until - 1 + REQUEUE_LOOKAHEAD_S,
+        attribution,
+        &|_| i64::MIN,
+        &mut ReportRuns {
+            runs: &mut runs,
+            until,
+        },
+    )
+    .map_err(lemon_error)?;
+    let mut categories = failure_categories(&window);
     let Runs {
         mut jobs,
         pending,
-        last_end,
-    } = runs_of(conn, since, until, &mut categories)?;
+        ends,
+    } = runs;
+    let last_end = LastEnds::new(&ends);
     let (gpn, source) = match gpus_per_node {
         Some(g) => (g.max(1), "given".to_string()),
         None => infer_gpus_per_node(&pending),
@@ -86,8 +109,13 @@ pub fn load_jobs(
         if p.gpus.is_none() {
             job.gpus = job.nodes.saturating_mul(gpn);
         }
-        job.requeued |= last_end[&p.raw] > p.end;
+        job.requeued |= last_end.of(p.raw) > p.end;
+        if let Some((category, co_categories)) = categories.remove(&p.row_id) {
+            job.category = category;
+            job.co_categories = co_categories;
+        }
     }
+    let jobs = in_end_order(jobs, &pending);
     Ok(LoadedJobs {
         jobs,
         gpus_per_node: gpn,
@@ -95,89 +123,132 @@ pub fn load_jobs(
     })
 }
 
-/// A map keyed by row or job ids: SipHash cost the report a tenth of a
-/// second over a million runs, and the keys come from our own database.
-type IdMap<V> = HashMap<i64, V, BuildHasherDefault<IdHasher>>;
-
-/// Hashes one integer key by a multiplication (Fibonacci hashing): odd, so
-/// that consecutive ids never collide in the low bits.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// The records by end time, then raw job id (the order of the `jobs_run`
+/// index, which the report's sums follow); the pass reads them by row id,
+/// which follows end times but for runs that end in the same second.
+fn in_end_order(mut jobs: Vec<JobRecord>, pending: &[Pending]) -> Vec<JobRecord> {
+    let mut order: Vec<((i64, i64), usize)> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ((p.end, p.raw), i))
+        .collect();
+    // Stable, so it finds the runs that are in order already.
+    order.sort_by_key(|&(key, _)| key);
+    // Puts the record from `source[to]` at `to`, one cycle at a time.
+    let mut source: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
+    for start in 0..source.len() {
+        let mut to = start;
+        while source[to] != usize::MAX {
+            let from = source[to];
+            source[to] = usize::MAX;
+            if from == start {
+                break;
+            }
+            jobs.swap(to, from);
+            to = from;
         }
     }
+    jobs
+}
 
-    fn write_i64(&mut self, n: i64) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// The last end of each raw job id: a later run means the job was
+/// requeued. Slurm numbers jobs in order, so the ids of a range's runs
+/// mostly fill a span not much wider than their count: a table indexed by
+/// id then, a map where a few old ids widen the span.
+enum LastEnds {
+    Dense { first: i64, ends: Vec<i64> },
+    Sparse(FastMap<i64, i64>),
+}
+
+impl LastEnds {
+    fn new(ends: &[(i64, i64)]) -> LastEnds {
+        let first = ends.iter().map(|e| e.0).min().unwrap_or(0);
+        let last = ends.iter().map(|e| e.0).max().unwrap_or(0);
+        let span = usize::try_from(last.saturating_sub(first)).unwrap_or(usize::MAX);
+        if span < ends.len().saturating_mul(4).max(1024) {
+            let mut dense = vec![i64::MIN; span + 1];
+            for &(raw, end) in ends {
+                let slot = &mut dense[(raw - first) as usize];
+                *slot = (*slot).max(end);
+            }
+            return LastEnds::Dense { first, ends: dense };
+        }
+        let mut map = FastMap::default();
+        for &(raw, end) in ends {
+            let e = map.entry(raw).or_insert(end);
+            *e = (*e).max(end);
+        }
+        LastEnds::Sparse(map)
+    }
+
+    /// The last end of `raw` (`i64::MIN` for an id never read).
+    fn of(&self, raw: i64) -> i64 {
+        match self {
+            LastEnds::Dense { first, ends } => usize::try_from(raw - first)
+                .ok()
+                .and_then(|i| ends.get(i).copied())
+                .unwrap_or(i64::MIN),
+            LastEnds::Sparse(map) => map.get(&raw).copied().unwrap_or(i64::MIN),
+        }
     }
 }
 
-/// The records of every run of `[since, until)` in end-time order, with
-/// their categories taken from `categories`, what each still needs, and
-/// the last end of each raw job id up to [`REQUEUE_LOOKAHEAD_S`] later (a
-/// later run means the job was requeued). Records are built as the rows
-/// come: a million intermediate rows cost a third of a second.
-fn runs_of(
-    conn: &Connection,
-    since: i64,
+/// The report's side of the pass over the runs: the runs that end
+/// before `until` become records.
+struct ReportRuns<'a> {
+    runs: &'a mut Runs,
     until: i64,
-    categories: &mut Categories,
-) -> Result<Runs, ReliabilityError> {
-    let (mut jobs, mut pending, mut last_end) = (Vec::new(), Vec::new(), IdMap::default());
-    let mut stmt = conn.prepare(
-        "SELECT id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition, nnodes, gpus
-         FROM jobs WHERE end_time >= ?1 AND end_time < ?2",
-    )?;
-    let mut q = stmt.query(params![since, until + REQUEUE_LOOKAHEAD_S])?;
-    while let Some(r) = q.next()? {
-        let (raw, end): (i64, i64) = (r.get(1)?, r.get(5)?);
-        let e = last_end.entry(raw).or_insert(end);
-        *e = (*e).max(end);
-        if end >= until {
-            continue;
+}
+
+impl RunVisitor for ReportRuns<'_> {
+    fn expect(&mut self, runs: usize) {
+        self.runs.jobs.reserve(runs);
+        self.runs.pending.reserve(runs);
+        self.runs.ends.reserve(runs);
+    }
+
+    fn visit(&mut self, run: &RunRow) -> crate::error::Result<()> {
+        self.runs.add(run, self.until)
+    }
+}
+
+impl Runs {
+    /// Takes one run the pass read: its record when it ended before
+    /// `until`, and its end for the requeue lookahead either way. Records
+    /// are built as the rows come: a million intermediate rows cost a
+    /// third of a second.
+    fn add(&mut self, r: &RunRow, until: i64) -> crate::error::Result<()> {
+        let raw = r.job_id_raw()?;
+        self.ends.push((raw, r.end));
+        if r.end >= until {
+            return Ok(());
         }
         let p = Pending {
+            row_id: r.id,
             raw,
-            end,
-            nnodes: r.get(8)?,
-            gpus: r.get(9)?,
+            end: r.end,
+            nnodes: r.nnodes()?,
+            gpus: r.gpus()?,
         };
-        let id: i64 = r.get(0)?;
-        let (category, co_categories) = categories.remove(&id).unwrap_or_default();
-        let state = JobState::from_sacct(
-            r.get_ref(6)?
-                .as_str()
-                .map_err(lemonade_sql::rusqlite::Error::from)?,
-        );
-        jobs.push(JobRecord {
-            id: r.get(2)?,
+        let state = JobState::from_sacct(r.state()?);
+        self.jobs.push(JobRecord {
+            id: r.job_id()?.to_string(),
             state,
-            submit: r.get::<_, Option<i64>>(3)?.map(time),
-            start: r.get::<_, Option<i64>>(4)?.map(time),
-            end: time(end),
+            submit: r.submit()?.map(time),
+            start: r.start()?.map(time),
+            end: time(r.end),
             // Runs without `gres/gpu` get theirs once the GPUs per node are known.
             gpus: p.gpus.map_or(0, |g| g.max(0) as u32),
             nodes: p.nnodes.max(0) as u32,
-            category,
-            co_categories,
+            // Failed runs get theirs once the attribution is done.
+            category: None,
+            co_categories: Vec::new(),
             requeued: state == JobState::Requeued,
-            partition: r.get::<_, Option<String>>(7)?.unwrap_or_default(),
+            partition: r.partition()?.unwrap_or_default().to_string(),
         });
-        pending.push(p);
+        self.pending.push(p);
+        Ok(())
     }
-    Ok(Runs {
-        jobs,
-        pending,
-        last_end,
-    })
 }
 
 /// The nodes' state changes in the range, from their spool exports.
@@ -226,22 +297,13 @@ fn infer_gpus_per_node(rows: &[Pending]) -> (u32, String) {
 }
 
 /// Category and co-occurring categories per failed run (by `jobs.id`).
-type Categories = IdMap<(Option<String>, Vec<String>)>;
+type Categories = FastMap<i64, (Option<String>, Vec<String>)>;
 
-/// The category of every failed run of `[since, until)` that the
-/// attribution blames on a node, with the other checks of its window.
-fn failure_categories(
-    conn: &Connection,
-    since: i64,
-    until: i64,
-    attribution: &AttributionParams,
-) -> Result<Categories, ReliabilityError> {
-    // `attribute_range` takes `(t0, t1]`; times are whole seconds.
-    let (t0, t1) = (since - 1, until - 1);
-    let window = crate::signals::attribute_range(conn, t0, t1, attribution, &|_| i64::MIN)
-        .map_err(lemon_error)?;
+/// The category of every failed run of the window that the attribution
+/// blames on a node, with the other checks of its window.
+fn failure_categories(window: &crate::signals::Window) -> Categories {
     let mut co = CoOccurring::new(&window.evidence);
-    Ok(window
+    window
         .runs
         .iter()
         .zip(&window.attributions)
@@ -251,7 +313,7 @@ fn failure_categories(
             others.retain(|c| *c != a.category);
             (run.row_id, (Some(a.category.clone()), others))
         })
-        .collect())
+        .collect()
 }
 
 fn lemon_error(e: crate::error::LemonError) -> ReliabilityError {

@@ -172,6 +172,16 @@ impl<'c> JobWriter<'c> {
             [one] => Some(self.nodes.get_or_insert(self.conn, one)?),
             _ => None,
         };
+        let mut ids = Vec::new();
+        if single.is_none() {
+            for name in &r.nodes {
+                ids.push(self.nodes.get_or_insert(self.conn, name)?);
+            }
+        }
+        let packed = match single {
+            Some(_) => None,
+            None => Some(db::pack_node_ids(&mut ids)?),
+        };
         let n = self.ins_job.execute(params![
             r.job_id_raw,
             r.job_id,
@@ -193,6 +203,7 @@ impl<'c> JobWriter<'c> {
             r.alloc_tres,
             single,
             r.job_name,
+            packed,
         ])?;
         self.max_end = Some(self.max_end.map_or(r.end, |m| m.max(r.end)));
         if n == 0 {
@@ -203,8 +214,7 @@ impl<'c> JobWriter<'c> {
             return Ok(());
         }
         let job = self.conn.last_insert_rowid();
-        for name in &r.nodes {
-            let node = self.nodes.get_or_insert(self.conn, name)?;
+        for node in ids {
             self.ins_node.execute(params![job, node])?;
         }
         Ok(())
@@ -265,8 +275,8 @@ impl Drop for JobWriter<'_> {
 const INSERT_JOB: &str =
     "INSERT OR IGNORE INTO jobs(job_id_raw, job_id, submit_time, start_time, end_time, elapsed_s,
          state, cancelled_by, exit_code, exit_signal, derived_exit_code, derived_signal,
-         partition, user, nnodes, nodelist, gpus, alloc_tres, node, job_name)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+         partition, user, nnodes, nodelist, gpus, alloc_tres, node, job_name, node_ids)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 const INSERT_JOB_NODE: &str = "INSERT OR IGNORE INTO job_nodes(job, node) VALUES (?1, ?2)";
 
 /// Records per hand-over from the parsing thread to the writing one.
