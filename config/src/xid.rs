@@ -26,6 +26,10 @@ pub struct XidSettings {
     pub repeat_window_s: u64,
     /// Severity of a repeated XID; it then lasts as long as this severity's window.
     pub repeat_severity: Severity,
+    /// Site rules: `[[checks.xid.rule]] codes = [31, 43], count = 3, window = "1h",
+    /// severity = "drain"`. XIDs of `codes` seen `count` times on one GPU inside
+    /// `window` take `severity` for its window; the strongest rule that holds wins.
+    pub rule: Vec<XidCountRule>,
     /// Overrides of the built-in catalog, keyed by XID number: `[checks.xid.catalog."79"]`.
     #[serde(deserialize_with = "catalog_by_number")]
     pub catalog: BTreeMap<u32, XidRule>,
@@ -46,6 +50,7 @@ impl Default for XidSettings {
             repeat_count: 3,
             repeat_window_s: 3600,
             repeat_severity: Severity::Drain,
+            rule: Vec::new(),
             catalog: BTreeMap::new(),
             kernel_log: crate::KernelLogSettings::default(),
             kernel_faults: crate::KernelFaultSettings::default(),
@@ -67,6 +72,55 @@ impl Default for WindowsBySeverity {
             warning: 3600,
             drain: 7 * 86400,
         }
+    }
+}
+
+/// One `[[checks.xid.rule]]`: a count of XIDs in a time window.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct XidCountRule {
+    pub codes: Vec<u32>,
+    pub count: u32,
+    /// Seconds; written `"90s"`, `"10m"`, `"1h"`, `"7d"` or a number of seconds.
+    #[serde(deserialize_with = "window_seconds")]
+    pub window: u64,
+    pub severity: Severity,
+    #[serde(default = "default_action")]
+    pub action: Action,
+}
+
+/// `"1h"` → 3600; a bare number is seconds.
+pub fn parse_window(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let scale = match unit.trim() {
+        "" | "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    number.checked_mul(scale)
+}
+
+fn window_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Window {
+        Seconds(u64),
+        Text(String),
+    }
+    match Window::deserialize(d)? {
+        Window::Seconds(s) => Ok(s),
+        Window::Text(t) => parse_window(&t).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "window `{t}` is not a duration such as \"90s\", \"10m\", \"1h\" or \"7d\""
+            ))
+        }),
     }
 }
 
@@ -164,6 +218,42 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.checks.xid.catalog[&31].severity, Severity::Down);
+    }
+
+    #[test]
+    fn count_rules_read_their_window_as_a_duration() {
+        let config = load_str(
+            "[[checks.xid.rule]]\ncodes = [31, 43]\ncount = 3\nwindow = \"1h\"\nseverity = \"drain\"\n\
+             [[checks.xid.rule]]\ncodes = [13]\ncount = 2\nwindow = 600\nseverity = \"warning\"\n",
+            Path::new("lemonade.toml"),
+            None,
+        )
+        .unwrap();
+        let rules = &config.checks.xid.rule;
+        assert_eq!(rules.len(), 2);
+        assert_eq!(
+            (rules[0].codes.as_slice(), rules[0].count, rules[0].window),
+            (&[31, 43][..], 3, 3600)
+        );
+        assert_eq!(rules[0].severity, Severity::Drain);
+        assert_eq!(rules[1].window, 600);
+        assert!(config
+            .checks
+            .xid
+            .rule
+            .iter()
+            .all(|r| r.action == Action::Investigate));
+        let e = load_str(
+            "[[checks.xid.rule]]\ncodes = [31]\ncount = 3\nwindow = \"an hour\"\nseverity = \"drain\"\n",
+            Path::new("lemonade.toml"),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("an hour"), "{e}");
+        assert!(
+            crate::Config::default().checks.xid.rule.is_empty(),
+            "no rule by default"
+        );
     }
 
     #[test]

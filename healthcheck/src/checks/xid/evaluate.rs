@@ -359,11 +359,12 @@ fn fold(tallies: &mut Vec<Tally>, x: XidLine, at: i64, seq: u64, s: &XidSettings
     t.process = x.process;
     t.text = clip(&x.text, MAX_TEXT);
     t.recovery = x.recovery;
-    let needed = s.repeat_count.clamp(1, 1000) as usize;
     t.recent.push(at);
-    if t.recent.len() > needed {
-        t.recent.drain(..t.recent.len() - needed);
+    let kept = times_needed(t.xid, s);
+    if t.recent.len() > kept {
+        t.recent.drain(..t.recent.len() - kept);
     }
+    let needed = s.repeat_count.clamp(1, 1000) as usize;
     if s.repeat_count > 0 && s.repeat_xids.contains(&t.xid) && t.recent.len() >= needed {
         let oldest = t.recent[t.recent.len() - needed];
         if at - oldest <= s.repeat_window_s as i64 {
@@ -408,6 +409,8 @@ enum Why {
     UntilReboot,
     Window(u64),
     Repeated,
+    /// `[[checks.xid.rule]]` number `.0` reached its count.
+    SiteRule(usize),
 }
 
 /// The severity a tally holds the GPU at now, if any.
@@ -432,7 +435,42 @@ fn status(t: &Tally, rule: &Rule, s: &XidSettings, now: i64) -> Option<(Severity
             best = Some((escalated, Why::Repeated));
         }
     }
+    for (i, site) in s.rule.iter().enumerate() {
+        if !site.codes.contains(&t.xid) {
+            continue;
+        }
+        let Some(at) = count_reached_at(&t.recent, site.count, site.window) else {
+            continue;
+        };
+        let stronger = match &best {
+            Some((severity, _)) => site.severity > *severity,
+            None => true,
+        };
+        if stronger && holds(site.severity, at).is_some() {
+            best = Some((site.severity, Why::SiteRule(i)));
+        }
+    }
     best
+}
+
+/// The latest of `recent` (ascending times) at which `count` of them fell
+/// inside `window` seconds.
+fn count_reached_at(recent: &[i64], count: u32, window: u64) -> Option<i64> {
+    let n = count.max(1) as usize;
+    if recent.len() < n {
+        return None;
+    }
+    (n - 1..recent.len())
+        .rev()
+        .find(|&end| recent[end] - recent[end + 1 - n] <= window as i64)
+        .map(|end| recent[end])
+}
+
+/// How many of a tally's latest times the repeat setting and the site rules need.
+fn times_needed(xid: u32, s: &XidSettings) -> usize {
+    let rules = s.rule.iter().filter(|r| r.codes.contains(&xid));
+    let most = rules.map(|r| r.count).max().unwrap_or(0);
+    most.max(s.repeat_count).clamp(1, 1000) as usize
 }
 
 fn time(at: i64) -> String {
@@ -532,6 +570,10 @@ fn tally_finding(
 ) -> Option<Finding> {
     let rule = catalog::rule(t.xid, t.recovery, s);
     let (severity, why) = status(t, &rule, s, now)?;
+    let why_rule = match why {
+        Why::SiteRule(i) => Some(i),
+        _ => None,
+    };
     let why = match why {
         Why::UntilReboot => "stays until reboot".to_string(),
         Why::Window(w) => format!("counts for {} after it was seen", span(w)),
@@ -540,11 +582,20 @@ fn tally_finding(
             s.repeat_count,
             span(s.repeat_window_s)
         ),
+        Why::SiteRule(i) => format!(
+            "seen {} times within {} (site rule)",
+            s.rule[i].count,
+            span(s.rule[i].window)
+        ),
+    };
+    let action = match why_rule {
+        Some(i) => s.rule[i].action,
+        None => rule.action,
     };
     let mut f = Finding::new("xid", gpu.entity.clone(), code_of(t.xid), severity)
         .expected("no XID")
         .actual(describe(t))
-        .action(rule.action)
+        .action(action)
         .message(format!(
             "XID {} ({}) on {}: {why}",
             t.xid, rule.description, gpu.entity
