@@ -19,7 +19,7 @@ use crate::error::{LemonError, Result};
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::node_state::{NodeWriter, StateCommand, StateWrite};
 use lemonade_slurm::sinfo;
-use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
+use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
 
 /// What was done about one flagged node.
@@ -198,13 +198,7 @@ fn record(conn: &Connection, v: &Verdict, out: &Outcome, p: &ActParams<'_>) -> R
     }
     let mut ids = NodeIds::load(conn)?;
     let node = ids.get_or_insert(conn, &out.node)?;
-    let last: Option<String> = conn
-        .query_row(
-            "SELECT action FROM decisions WHERE node = ?1 ORDER BY at DESC, id DESC LIMIT 1",
-            [node],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let last = db::decisions::last_action(conn, node)?;
     let action = out.action.as_str();
     if last.as_deref() == Some(action) && out.action != Action::Drained {
         return Ok(());
@@ -216,31 +210,25 @@ fn record(conn: &Connection, v: &Verdict, out: &Outcome, p: &ActParams<'_>) -> R
         "expected_fails": v.expected_fails,
         "detail": out.detail,
     });
-    conn.execute(
-        "INSERT INTO decisions(at, node, action, reason, signals, jobs, dry_run)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            p.now,
+    db::decisions::insert(
+        conn,
+        &db::decisions::NewDecision {
+            at: p.now,
             node,
             action,
-            out.reason,
-            signals.to_string(),
-            serde_json::to_string(&v.signals.failing_jobs).unwrap_or_default(),
-            p.dry_run
-        ],
-    )?;
-    Ok(())
+            reason: &out.reason,
+            signals: &signals.to_string(),
+            jobs: &serde_json::to_string(&v.signals.failing_jobs).unwrap_or_default(),
+            dry_run: p.dry_run,
+        },
+    )
 }
 
 /// `lemon release NODE`: forgives the node's history from now on. Slurm is not touched.
 pub fn release(conn: &Connection, node: &str, note: &str, now: i64) -> Result<()> {
     let mut ids = NodeIds::load(conn)?;
     let id = ids.get_or_insert(conn, node)?;
-    conn.execute(
-        "INSERT INTO decisions(at, node, action, reason) VALUES (?1, ?2, 'released', ?3)",
-        params![now, id, note],
-    )?;
-    Ok(())
+    db::decisions::insert_release(conn, id, note, now)
 }
 
 #[cfg(test)]

@@ -9,75 +9,13 @@ use crate::error::Result;
 use crate::ingest::IngestReport;
 use crate::reliability::render::significant;
 use crate::signals::Signal;
-use lemonade_sql::rusqlite::{params, Connection};
+use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// One past decision.
-#[derive(Debug, Clone, Serialize)]
-pub struct Decision {
-    pub at: i64,
-    pub node: String,
-    pub action: String,
-    pub reason: String,
-    pub dry_run: bool,
-}
-
-/// The most recent decisions, newest first.
-pub fn decisions(conn: &Connection, limit: usize) -> Result<Vec<Decision>> {
-    let mut stmt = conn.prepare(
-        "SELECT d.at, n.name, d.action, d.reason, d.dry_run FROM decisions d
-         JOIN nodes n ON n.id = d.node ORDER BY d.at DESC, d.id DESC LIMIT ?1",
-    )?;
-    let rows = stmt
-        .query_map(params![limit as i64], |r| {
-            Ok(Decision {
-                at: r.get(0)?,
-                node: r.get(1)?,
-                action: r.get(2)?,
-                reason: r.get(3)?,
-                dry_run: r.get(4)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
-}
-
-/// A firmware version a node exported (the latest of its item).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Version {
-    /// `firmware/bios`, `firmware/board`, `firmware/mlx5_0`.
-    pub item: String,
-    pub value: String,
-    /// When the node first sent this value.
-    pub at: i64,
-}
-
-/// The latest firmware versions of each of `nodes` (none for a node that
-/// never exported any).
-pub fn versions(conn: &Connection, nodes: &[&str]) -> Result<BTreeMap<String, Vec<Version>>> {
-    // SQLite's bare columns beside max(): the row of the latest record.
-    let mut stmt = conn.prepare(
-        "SELECT h.check_name || '/' || h.entity, h.detail, max(h.at)
-         FROM health h WHERE h.kind = 'inventory' AND h.node = (SELECT id FROM nodes WHERE name = ?1)
-         GROUP BY h.check_name, h.entity ORDER BY 1",
-    )?;
-    let mut out = BTreeMap::new();
-    for node in nodes {
-        let found = stmt
-            .query_map(params![node], |r| {
-                Ok(Version {
-                    item: r.get(0)?,
-                    value: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                    at: r.get(2)?,
-                })
-            })?
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        out.insert(node.to_string(), found);
-    }
-    Ok(out)
-}
+pub use crate::db::decisions::{recent as decisions, Decision};
+pub use crate::db::inventory::{firmware_versions as versions, Version};
 
 /// Everything a report shows.
 #[derive(Debug, Serialize)]

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::fast_hash::FastMap;
 use crate::ingest::events::is_out_of_service;
 use lemonade_slurm::reason::{self, ReasonOwner};
-use lemonade_sql::rusqlite::{params, Connection};
+use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 
@@ -289,56 +289,28 @@ fn count_node_history(
     names: &HashMap<i64, String>,
 ) -> Result<()> {
     // XIDs: distinct codes.
-    let mut stmt = conn.prepare_cached(
-        "SELECT node, at, code FROM health
-         WHERE kind = 'event' AND code LIKE 'XID%' AND at > ?1 AND at <= ?2",
-    )?;
     let mut seen: HashMap<i64, BTreeSet<String>> = HashMap::new();
-    let mut rows = stmt.query(params![t0, now])?;
-    while let Some(r) = rows.next()? {
-        let node: i64 = r.get(0)?;
-        if r.get::<_, i64>(1)? > since(node) {
-            seen.entry(node).or_default().insert(r.get(2)?);
+    for (node, at, code) in db::history::xid_events(conn, t0, now)? {
+        if at > since(node) {
+            seen.entry(node).or_default().insert(code);
         }
     }
     for (node, codes) in seen {
         entry(per, names, node).xid_cnt = codes.len() as u32;
     }
-    // Out of service, lemon's own drains excepted (they would feed back).
-    let mut stmt = conn.prepare_cached(
-        "SELECT node, start_time, state FROM node_events
-         WHERE start_time > ?1 AND start_time <= ?2 AND owner != 'lemon'",
-    )?;
-    let mut rows = stmt.query(params![t0, now])?;
-    while let Some(r) = rows.next()? {
-        let node: i64 = r.get(0)?;
-        let state: String = r.get(2)?;
-        if r.get::<_, i64>(1)? > since(node) && is_out_of_service(&state) {
+    for (node, at, state) in db::history::node_events_not_lemons(conn, t0, now)? {
+        if at > since(node) && is_out_of_service(&state) {
             entry(per, names, node).out_count += 1;
         }
     }
-    for (sql, tickets) in [
-        (
-            "SELECT node, opened_at FROM tickets WHERE opened_at > ?1 AND opened_at <= ?2",
-            true,
-        ),
-        (
-            "SELECT node, first_seen FROM exclusions WHERE first_seen > ?1 AND first_seen <= ?2",
-            false,
-        ),
-    ] {
-        let mut stmt = conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(params![t0, now])?;
-        while let Some(r) = rows.next()? {
-            let node: i64 = r.get(0)?;
-            if r.get::<_, i64>(1)? > since(node) {
-                let s = entry(per, names, node);
-                if tickets {
-                    s.tickets += 1;
-                } else {
-                    s.excl_jobid_count += 1;
-                }
-            }
+    for (node, at) in db::history::tickets_opened(conn, t0, now)? {
+        if at > since(node) {
+            entry(per, names, node).tickets += 1;
+        }
+    }
+    for (node, at) in db::history::exclusions_seen(conn, t0, now)? {
+        if at > since(node) {
+            entry(per, names, node).excl_jobid_count += 1;
         }
     }
     Ok(())
@@ -695,66 +667,41 @@ pub fn evidence(conn: &Connection, t0: i64, t1: i64) -> Result<Evidence> {
 fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
     let (lo, hi) = (t0 - attribute::BEFORE_END_S, now + attribute::AFTER_END_S);
     let mut ev = Evidence::default();
-    let mut stmt = conn.prepare_cached(
-        "SELECT node, at, check_name, code, entity FROM health
-         WHERE kind = 'finding' AND severity IN ('drain', 'down') AND at >= ?1 AND at <= ?2",
-    )?;
-    let mut rows = stmt.query(params![lo, hi])?;
-    while let Some(r) = rows.next()? {
-        let check: Option<String> = r.get(2)?;
-        let code: Option<String> = r.get(3)?;
-        let entity: Option<String> = r.get(4)?;
-        ev.findings.entry(r.get(0)?).or_default().push(Mark {
-            at: r.get(1)?,
+    for f in db::history::hard_findings(conn, lo, hi)? {
+        ev.findings.entry(f.node).or_default().push(Mark {
+            at: f.at,
             what: format!(
                 "finding {} {}",
-                code.as_deref().unwrap_or("?"),
-                entity.as_deref().unwrap_or("")
+                f.code.as_deref().unwrap_or("?"),
+                f.entity.as_deref().unwrap_or("")
             )
             .trim_end()
             .to_string(),
             // The code's family (an MCE is found by the xid check's pass),
             // else the check's name.
-            category: code
+            category: f
+                .code
                 .as_deref()
                 .and_then(attribute::known_category)
                 .map(String::from)
-                .or(check)
+                .or(f.check)
                 .unwrap_or_else(|| "unknown".into()),
         });
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT node, start_time, state, reason FROM node_events
-         WHERE start_time >= ?1 AND start_time <= ?2 AND owner IN ('health_check', 'slurm')",
-    )?;
-    let mut rows = stmt.query(params![lo, hi])?;
-    while let Some(r) = rows.next()? {
-        let state: String = r.get(2)?;
-        let why: String = r.get(3)?;
+    for (node, at, state, why) in db::history::check_and_slurm_events(conn, lo, hi)? {
         if is_out_of_service(&state) {
-            ev.events.entry(r.get(0)?).or_default().push(Mark {
-                at: r.get(1)?,
+            ev.events.entry(node).or_default().push(Mark {
+                at,
                 category: event_category(&why),
                 what: format!("event {state}: {why}"),
             });
         }
     }
     // Milliseconds: tasks of one job often end within the same second.
-    // Records of nodes that sent only seconds (`at_ms` NULL) count as `at * 1000`.
-    let mut stmt = conn.prepare_cached(
-        "SELECT node, coalesce(at_ms, at * 1000), job_id FROM health
-         WHERE kind = 'task_exit' AND at >= ?1 AND at <= ?2
-           AND (ifnull(exit_code, 0) != 0 OR ifnull(signal, 0) != 0)",
-    )?;
-    let mut rows = stmt.query(params![lo, hi])?;
-    while let Some(r) = rows.next()? {
-        let job: String = r.get(2)?;
+    for (node, at_ms, job) in db::history::failed_task_exits(conn, lo, hi)? {
         // SPANK reports SLURM_JOB_ID, the raw id; `123_4` forms are not expected.
         if let Ok(raw) = job.trim().parse::<i64>() {
-            ev.task_fails_ms
-                .entry(raw)
-                .or_default()
-                .push((r.get(0)?, r.get(1)?));
+            ev.task_fails_ms.entry(raw).or_default().push((node, at_ms));
         }
     }
     ev.sort();
@@ -790,37 +737,18 @@ fn name_ranks(conn: &Connection) -> Result<Vec<u32>> {
 /// Keeps the attributions of a window in `attributions`, for later reports:
 /// `lemon run` calls it under its lock; scoring and reports write nothing.
 pub fn store_attributions(conn: &Connection, window: &Window, now: i64) -> Result<()> {
-    conn.execute_batch("BEGIN")?;
-    let result = (|| -> Result<()> {
-        let mut up = conn.prepare_cached(
-            "INSERT INTO attributions(job, node, rule, category, detail, computed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT(job) DO UPDATE SET node = excluded.node, rule = excluded.rule,
-                 category = excluded.category, detail = excluded.detail,
-                 computed_at = excluded.computed_at",
-        )?;
-        for (run, a) in window.runs.iter().zip(&window.attributions) {
-            up.execute(params![
-                run.row_id,
-                a.node,
-                a.rule.as_str(),
-                a.category,
-                a.detail,
-                now
-            ])?;
-        }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => {
-            conn.execute_batch("COMMIT")?;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    let rows = window
+        .runs
+        .iter()
+        .zip(&window.attributions)
+        .map(|(run, a)| db::attributions::StoredAttribution {
+            job: run.row_id,
+            node: a.node,
+            rule: a.rule.as_str(),
+            category: &a.category,
+            detail: &a.detail,
+        });
+    db::attributions::store(conn, rows, now)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::db::{self, NodeIds};
 use crate::error::{LemonError, Result};
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::reason::{self, ReasonOwner};
-use lemonade_sql::rusqlite::{params, Connection};
+use lemonade_sql::rusqlite::Connection;
 
 /// The fields asked of sacctmgr, in this order.
 pub const EVENT_FIELDS: &str = "NodeName,Start,End,State,Reason,User";
@@ -122,12 +122,6 @@ pub fn ingest_text_in(
     let mut nodes = NodeIds::load(conn)?;
     let tx = conn.transaction()?;
     {
-        let mut up = tx.prepare_cached(
-            "INSERT INTO node_events(node, start_time, end_time, state, reason, user, owner)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT(node, start_time) DO UPDATE SET end_time = excluded.end_time,
-                 state = excluded.state, reason = excluded.reason, user = excluded.user, owner = excluded.owner",
-        )?;
         for (i, line) in text.lines().enumerate() {
             match parse_line_in(line, zone) {
                 Ok(None) => {}
@@ -135,9 +129,16 @@ pub fn ingest_text_in(
                     stats.rows_read += 1;
                     let node = nodes.get_or_insert(&tx, &ev.node)?;
                     let owner = owner_name(reason::owner(&ev.reason));
-                    stats.inserted += up.execute(params![
-                        node, ev.start, ev.end, ev.state, ev.reason, ev.user, owner
-                    ])? as u64;
+                    let event = db::node_events::NodeEvent {
+                        node,
+                        start: ev.start,
+                        end: ev.end,
+                        state: &ev.state,
+                        reason: &ev.reason,
+                        user: &ev.user,
+                        owner,
+                    };
+                    stats.inserted += db::node_events::upsert(&tx, &event)? as u64;
                 }
                 Err(m) => {
                     stats.rows_read += 1;
@@ -216,13 +217,7 @@ mod tests {
             "f",
         )
         .unwrap();
-        let (n, end, owner): (i64, Option<i64>, String) = conn
-            .query_row(
-                "SELECT count(*), max(end_time), max(owner) FROM node_events",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .unwrap();
+        let (n, end, owner) = db::node_events::summary(&conn).unwrap();
         assert_eq!((n, end, owner.as_str()), (1, Some(300), "slurm"));
     }
 }

@@ -4,11 +4,11 @@
 //! `squeue -h -t PD,R -o '%i|%x'` on every run while the jobs are still known.
 
 use super::IngestStats;
-use crate::db::NodeIds;
+use crate::db::{self, NodeIds};
 use crate::error::{LemonError, Result};
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::hostlist;
-use lemonade_sql::rusqlite::{params, Connection};
+use lemonade_sql::rusqlite::Connection;
 
 /// Stores `%i|%x` lines, each (job, node) once with the time first seen.
 pub fn ingest_text(conn: &mut Connection, text: &str, name: &str, now: i64) -> Result<IngestStats> {
@@ -16,9 +16,6 @@ pub fn ingest_text(conn: &mut Connection, text: &str, name: &str, now: i64) -> R
     let mut ids = NodeIds::load(conn)?;
     let tx = conn.transaction()?;
     {
-        let mut ins = tx.prepare_cached(
-            "INSERT OR IGNORE INTO exclusions(job_id, node, first_seen) VALUES (?1, ?2, ?3)",
-        )?;
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() {
@@ -41,7 +38,8 @@ pub fn ingest_text(conn: &mut Connection, text: &str, name: &str, now: i64) -> R
             };
             for n in nodes {
                 let node = ids.get_or_insert(&tx, &n)?;
-                stats.inserted += ins.execute(params![job.trim(), node, now])? as u64;
+                stats.inserted +=
+                    db::node_events::insert_exclusion(&tx, job.trim(), node, now)? as u64;
             }
         }
     }

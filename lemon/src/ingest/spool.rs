@@ -7,10 +7,11 @@
 //! the key, so nothing is stored twice.
 
 use super::IngestStats;
-use crate::db::NodeIds;
+use crate::db::spool::HealthColumns as Flat;
+use crate::db::{self, NodeIds};
 use crate::error::{LemonError, Result};
 use lemonade_spool::{Body, Record};
-use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
+use lemonade_sql::rusqlite::Connection;
 use std::path::Path;
 
 /// Ingests every `*.jsonl` export in `dir`.
@@ -58,21 +59,10 @@ pub fn ingest_records(
     };
     let tx = conn.transaction()?;
     let node = nodes.get_or_insert(&tx, &first.node)?;
-    let progress: Option<(String, i64)> = tx
-        .query_row(
-            "SELECT epoch, last_seq FROM spool_progress WHERE node = ?1",
-            [node],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+    let progress = db::spool::progress(&tx, node)?;
     let mut inserted = 0;
     let mut last = None;
     {
-        let mut ins = tx.prepare_cached(
-            "INSERT OR IGNORE INTO health(node, epoch, seq, at, kind, check_name, entity, code,
-                 severity, job_id, step_id, task_id, exit_code, signal, detail, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        )?;
         for r in records {
             last = Some((r.epoch.clone(), r.seq as i64));
             if let Some((epoch, seq)) = &progress {
@@ -88,24 +78,7 @@ pub fn ingest_records(
                 nodes.get_or_insert(&tx, &r.node)?
             };
             let f = Flat::of(&r.body);
-            let new = ins.execute(params![
-                rec_node,
-                r.epoch,
-                r.seq as i64,
-                r.at,
-                f.kind,
-                f.check,
-                f.entity,
-                f.code,
-                f.severity,
-                f.job_id,
-                f.step_id,
-                f.task_id,
-                f.exit_code,
-                f.signal,
-                f.detail,
-                f.at_ms
-            ])? as u64;
+            let new = db::spool::insert(&tx, rec_node, &r.epoch, r.seq as i64, r.at, &f)? as u64;
             inserted += new;
             if new == 1 && f.kind == "state_change" && f.code == Some(HANDED_OVER) {
                 super::tickets::open_for_hand_over(&tx, rec_node, r.at, f.detail.unwrap_or(""))?;
@@ -113,11 +86,7 @@ pub fn ingest_records(
         }
     }
     if let Some((epoch, seq)) = last {
-        tx.execute(
-            "INSERT INTO spool_progress(node, epoch, last_seq) VALUES (?1, ?2, ?3)
-             ON CONFLICT(node) DO UPDATE SET epoch = excluded.epoch, last_seq = excluded.last_seq",
-            params![node, epoch, seq],
-        )?;
+        db::spool::set_progress(&tx, node, &epoch, seq)?;
     }
     tx.commit()?;
     Ok(inserted)
@@ -126,24 +95,6 @@ pub fn ingest_records(
 /// The state change of a node's remediation handing the node to a human
 /// (`healthcheck/src/repair`): it opens a repair ticket.
 const HANDED_OVER: &str = "hand-over (applied)";
-
-/// A record's body as the columns of `health`.
-#[derive(Default)]
-struct Flat<'a> {
-    kind: &'static str,
-    check: Option<&'a str>,
-    entity: Option<&'a str>,
-    code: Option<&'a str>,
-    severity: Option<&'a str>,
-    job_id: Option<&'a str>,
-    step_id: Option<&'a str>,
-    task_id: Option<u32>,
-    exit_code: Option<i32>,
-    signal: Option<i32>,
-    detail: Option<&'a str>,
-    /// Unix milliseconds of a task exit, when the node sent them.
-    at_ms: Option<i64>,
-}
 
 impl<'a> Flat<'a> {
     fn of(body: &'a Body) -> Flat<'a> {
@@ -266,9 +217,7 @@ mod tests {
         assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 0);
         lemonade_spool::write(&spool, "gpu001", &[rec(3, "a"), rec(1, "b")], 1 << 20).unwrap();
         assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 2);
-        let n: i64 = conn
-            .query_row("SELECT count(*) FROM health", [], |r| r.get(0))
-            .unwrap();
+        let n = db::spool::count(&conn).unwrap();
         assert_eq!(n, 4);
     }
 
@@ -291,13 +240,7 @@ mod tests {
         let records = [rec(1, "a"), exit(2, Some(1_002_345)), exit(3, None)];
         lemonade_spool::write(&spool, "gpu001", &records, 1 << 20).unwrap();
         assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 3);
-        let rows: Vec<(i64, Option<i64>)> = conn
-            .prepare("SELECT seq, at_ms FROM health ORDER BY seq")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let rows = db::spool::seqs_and_ms(&conn).unwrap();
         assert_eq!(rows, [(1, None), (2, Some(1_002_345)), (3, None)]);
     }
 }

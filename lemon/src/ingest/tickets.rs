@@ -4,63 +4,29 @@
 use super::IngestStats;
 use crate::db::{self, NodeIds};
 use crate::error::{LemonError, Result};
-use lemonade_sql::rusqlite::{params, Connection};
+use lemonade_sql::rusqlite::Connection;
 use std::path::Path;
 
 /// Opens a ticket for `node` at `now`.
 pub fn open(conn: &Connection, node: &str, note: &str, now: i64) -> Result<()> {
     let mut ids = NodeIds::load(conn)?;
     let id = ids.get_or_insert(conn, node)?;
-    conn.execute(
-        "INSERT INTO tickets(node, opened_at, note, source) VALUES (?1, ?2, ?3, 'cli')
-         ON CONFLICT(node, opened_at) DO UPDATE SET note = excluded.note",
-        params![id, now, note],
-    )?;
-    Ok(())
+    db::tickets::open_by_hand(conn, id, now, note)
 }
 
 /// Opens a ticket for a node whose remediation handed it over to a human
 /// (`reason`: `hc: CODE entity human needed`), unless one is open already:
 /// a node handed over twice is still one repair.
 pub fn open_for_hand_over(conn: &Connection, node: i64, at: i64, reason: &str) -> Result<()> {
-    conn.execute(
-        "INSERT INTO tickets(node, opened_at, note, source)
-         SELECT ?1, ?2, ?3, 'hand-over'
-         WHERE NOT EXISTS (SELECT 1 FROM tickets WHERE node = ?1 AND closed_at IS NULL)
-         ON CONFLICT(node, opened_at) DO NOTHING",
-        params![node, at, reason],
-    )?;
-    Ok(())
+    db::tickets::open_unless_open(conn, node, at, reason)
 }
 
 /// A repair ticket as `lemon ticket list` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ticket {
-    pub node: String,
-    pub opened_at: i64,
-    pub closed_at: Option<i64>,
-    /// `cli`, `csv:<file>` or `hand-over`.
-    pub source: String,
-    pub note: String,
-}
+pub use db::tickets::Ticket;
 
 /// The open tickets, or all of them, oldest first.
 pub fn list(conn: &Connection, all: bool) -> Result<Vec<Ticket>> {
-    let mut stmt = conn.prepare(
-        "SELECT n.name, t.opened_at, t.closed_at, t.source, t.note
-         FROM tickets t JOIN nodes n ON n.id = t.node
-         WHERE ?1 OR t.closed_at IS NULL ORDER BY t.opened_at, n.name",
-    )?;
-    let rows = stmt.query_map([all], |r| {
-        Ok(Ticket {
-            node: r.get(0)?,
-            opened_at: r.get(1)?,
-            closed_at: r.get(2)?,
-            source: r.get(3)?,
-            note: r.get(4)?,
-        })
-    })?;
-    Ok(rows.collect::<std::result::Result<_, _>>()?)
+    db::tickets::list(conn, all)
 }
 
 /// Closes the node's open tickets; returns how many.
@@ -68,10 +34,7 @@ pub fn close(conn: &Connection, node: &str, note: &str, now: i64) -> Result<usiz
     let Some(id) = NodeIds::load(conn)?.get(node) else {
         return Ok(0);
     };
-    Ok(conn.execute(
-        "UPDATE tickets SET closed_at = ?2, close_note = ?3 WHERE node = ?1 AND closed_at IS NULL",
-        params![id, now, note],
-    )?)
+    db::tickets::close(conn, id, now, note)
 }
 
 /// Splits one CSV line, honouring double quotes (`""` inside quotes is a quote).
@@ -134,11 +97,8 @@ pub fn import_csv(conn: &mut Connection, path: &Path) -> Result<IngestStats> {
         };
         let note = f.get(3).cloned().unwrap_or_default();
         let node = ids.get_or_insert(&tx, f[0].trim())?;
-        stats.inserted += tx.execute(
-            "INSERT INTO tickets(node, opened_at, closed_at, note, source) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(node, opened_at) DO UPDATE SET closed_at = excluded.closed_at, note = excluded.note",
-            params![node, opened, closed, note, source],
-        )? as u64;
+        stats.inserted +=
+            db::tickets::upsert_imported(&tx, node, opened, closed, &note, &source)? as u64;
     }
     tx.commit()?;
     Ok(stats)
@@ -166,9 +126,7 @@ mod tests {
         import_csv(&mut conn, &csv).unwrap();
         open(&conn, "gpu003", "psu", 500).unwrap();
         assert_eq!(close(&conn, "gpu003", "fixed", 600).unwrap(), 1);
-        let n: i64 = conn
-            .query_row("SELECT count(*) FROM tickets", [], |r| r.get(0))
-            .unwrap();
+        let n = db::tickets::count(&conn).unwrap();
         assert_eq!(n, 2);
     }
 }

@@ -16,12 +16,12 @@
 use super::remediation::StateChangeRecord;
 use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
 use crate::attribute::{AttributionParams, Evidence, FailedRun, AFTER_END_S, BEFORE_END_S};
-use crate::db::{RunRow, RunVisitor};
+use crate::db::{self, RunRow, RunVisitor};
 use crate::decide::Scores;
 use crate::fast_hash::FastMap;
 use crate::signals::Signal;
 use chrono::DateTime;
-use lemonade_sql::rusqlite::{params, Connection};
+use lemonade_sql::rusqlite::Connection;
 use std::collections::HashMap;
 
 /// GPUs per node when neither config nor the history tells.
@@ -256,23 +256,19 @@ pub fn state_changes(
     conn: &Connection,
     range: TimeRange,
 ) -> Result<Vec<StateChangeRecord>, ReliabilityError> {
-    let mut stmt = conn.prepare(
-        "SELECT n.name, h.at, h.code, h.detail FROM health h JOIN nodes n ON n.id = h.node
-         WHERE h.kind = 'state_change' AND h.at >= ?1 AND h.at < ?2 ORDER BY h.at",
-    )?;
-    let rows = stmt.query_map(
-        params![range.since.timestamp(), range.until.timestamp()],
-        |r| {
-            let at: i64 = r.get(1)?;
-            Ok(StateChangeRecord::from_spool(
-                r.get(0)?,
-                time(at),
-                &r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-            ))
-        },
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let rows =
+        db::reliability::state_changes(conn, range.since.timestamp(), range.until.timestamp())?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            StateChangeRecord::from_spool(
+                r.node,
+                time(r.at),
+                &r.code.unwrap_or_default(),
+                r.detail.unwrap_or_default(),
+            )
+        })
+        .collect())
 }
 
 fn infer_gpus_per_node(rows: &[Pending]) -> (u32, String) {
@@ -389,34 +385,20 @@ impl<'a> CoOccurring<'a> {
 /// first; `None` when it holds none. A report must not claim the weeks
 /// before a site installed Lemonade.
 pub fn first_record(conn: &Connection, since: i64) -> Result<Option<i64>, ReliabilityError> {
-    Ok(conn.query_row(
-        "SELECT min(t) FROM (
-             SELECT min(coalesce(start_time, end_time)) AS t FROM jobs WHERE end_time >= ?1
-             UNION ALL SELECT min(at) FROM health
-             UNION ALL SELECT min(start_time) FROM node_events)",
-        params![since],
-        |r| r.get(0),
-    )?)
+    Ok(db::reliability::first_record(conn, since)?)
 }
 
 /// Nodes known to lemon.db (every node seen in any history).
 pub fn fleet_nodes(conn: &Connection) -> Result<u32, ReliabilityError> {
-    let n: i64 = conn.query_row("SELECT count(*) FROM nodes", [], |r| r.get(0))?;
-    Ok(n as u32)
+    Ok(db::reliability::node_count(conn)? as u32)
 }
 
 /// The current lemon list: nodes whose latest real (not dry-run) decision
 /// drained them, not followed by a release.
 pub fn current_lemons(conn: &Connection) -> Result<Vec<LemonEntry>, ReliabilityError> {
-    let mut stmt = conn.prepare(
-        "SELECT n.name, d.at, d.action, d.reason FROM decisions d JOIN nodes n ON n.id = d.node
-         WHERE d.dry_run = 0 AND d.action IN ('drained', 'released')
-         ORDER BY d.at, d.id",
-    )?;
     let mut last: HashMap<String, (i64, String, String)> = HashMap::new();
-    let mut q = stmt.query([])?;
-    while let Some(r) = q.next()? {
-        last.insert(r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?));
+    for (node, at, action, reason) in db::reliability::drains_and_releases(conn)? {
+        last.insert(node, (at, action, reason));
     }
     let mut lemons: Vec<LemonEntry> = last
         .into_iter()

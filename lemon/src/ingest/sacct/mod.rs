@@ -21,10 +21,10 @@ pub use row::gpus_of;
 
 use super::time_zone::Zone;
 use super::IngestStats;
-use crate::db::{self, NodeIds};
+use crate::db::{self, NewRun, NodeIds, RunInserter};
 use crate::error::{LemonError, Result};
 use lemonade_slurm::command::SlurmCommands;
-use lemonade_sql::rusqlite::{params, Connection, Statement};
+use lemonade_sql::rusqlite::Connection;
 use reader::{Reader, Stop};
 use std::io::BufRead;
 
@@ -94,10 +94,7 @@ pub fn parse_line(line: &str, zone: &Zone) -> Result<Line, String> {
 /// beyond the parse itself.
 pub struct JobWriter<'c> {
     conn: &'c Connection,
-    // Held rather than looked up per row: the statement cache's lookup showed
-    // as a tenth of a big ingest's time.
-    ins_job: Statement<'c>,
-    ins_node: Statement<'c>,
+    runs: RunInserter<'c>,
     nodes: NodeIds,
     in_tx: bool,
     in_batch: usize,
@@ -113,8 +110,7 @@ impl<'c> JobWriter<'c> {
         let nodes = NodeIds::load(conn)?;
         Ok(JobWriter {
             conn,
-            ins_job: conn.prepare(INSERT_JOB)?,
-            ins_node: conn.prepare(INSERT_JOB_NODE)?,
+            runs: RunInserter::new(conn)?,
             nodes,
             in_tx: false,
             in_batch: 0,
@@ -147,7 +143,7 @@ impl<'c> JobWriter<'c> {
                 self.stats.rows_read += 1;
                 self.stats.allocations += 1;
                 if !self.in_tx {
-                    self.conn.execute_batch("BEGIN")?;
+                    db::begin(self.conn)?;
                     self.in_tx = true;
                 }
                 if let Err(e) = self.insert(&row) {
@@ -182,47 +178,44 @@ impl<'c> JobWriter<'c> {
             Some(_) => None,
             None => Some(db::pack_node_ids(&mut ids)?),
         };
-        let n = self.ins_job.execute(params![
-            r.job_id_raw,
-            r.job_id,
-            r.submit,
-            r.start,
-            r.end,
-            r.elapsed,
-            r.state,
-            r.cancelled_by,
-            r.exit.map(|e| e.0),
-            r.exit.map(|e| e.1),
-            r.derived.map(|e| e.0),
-            r.derived.map(|e| e.1),
-            r.partition,
-            r.user,
-            r.nnodes,
-            r.nodelist,
-            r.gpus,
-            r.alloc_tres,
-            single,
-            r.job_name,
-            packed,
-        ])?;
+        let inserted = self.runs.insert(&NewRun {
+            job_id_raw: r.job_id_raw,
+            job_id: &r.job_id,
+            submit: r.submit,
+            start: r.start,
+            end: r.end,
+            elapsed: r.elapsed,
+            state: &r.state,
+            cancelled_by: r.cancelled_by,
+            exit: r.exit,
+            derived: r.derived,
+            partition: &r.partition,
+            user: &r.user,
+            nnodes: r.nnodes,
+            nodelist: &r.nodelist,
+            gpus: r.gpus,
+            alloc_tres: &r.alloc_tres,
+            node: single,
+            job_name: r.job_name.as_deref(),
+            node_ids: packed.as_deref(),
+        })?;
         self.max_end = Some(self.max_end.map_or(r.end, |m| m.max(r.end)));
-        if n == 0 {
+        let Some(job) = inserted else {
             return Ok(());
-        }
+        };
         self.batch_inserted += 1;
         if single.is_some() {
             return Ok(());
         }
-        let job = self.conn.last_insert_rowid();
         for node in ids {
-            self.ins_node.execute(params![job, node])?;
+            self.runs.insert_node(job, node)?;
         }
         Ok(())
     }
 
     fn rollback(&mut self) -> Result<()> {
         if self.in_tx {
-            self.conn.execute_batch("ROLLBACK")?;
+            db::rollback(self.conn)?;
             self.in_tx = false;
         }
         self.in_batch = 0;
@@ -239,7 +232,7 @@ impl<'c> JobWriter<'c> {
             return Ok(());
         }
         if !self.in_tx {
-            self.conn.execute_batch("BEGIN")?;
+            db::begin(self.conn)?;
             self.in_tx = true;
         }
         let marks = (|| -> Result<()> {
@@ -251,7 +244,7 @@ impl<'c> JobWriter<'c> {
             }
             Ok(())
         })();
-        if let Err(e) = marks.and_then(|_| Ok(self.conn.execute_batch("COMMIT")?)) {
+        if let Err(e) = marks.and_then(|_| db::commit(self.conn)) {
             self.rollback()?;
             return Err(e);
         }
@@ -267,17 +260,10 @@ impl Drop for JobWriter<'_> {
     fn drop(&mut self) {
         // An error left a batch open: nothing of it may stay half-written.
         if self.in_tx {
-            let _ = self.conn.execute_batch("ROLLBACK");
+            let _ = db::rollback(self.conn);
         }
     }
 }
-
-const INSERT_JOB: &str =
-    "INSERT OR IGNORE INTO jobs(job_id_raw, job_id, submit_time, start_time, end_time, elapsed_s,
-         state, cancelled_by, exit_code, exit_signal, derived_exit_code, derived_signal,
-         partition, user, nnodes, nodelist, gpus, alloc_tres, node, job_name, node_ids)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
-const INSERT_JOB_NODE: &str = "INSERT OR IGNORE INTO job_nodes(job, node) VALUES (?1, ?2)";
 
 /// Records per hand-over from the parsing thread to the writing one.
 const PIPE_LINES: usize = 4096;
