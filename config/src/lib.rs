@@ -21,6 +21,7 @@ mod checks;
 mod fabric;
 mod gpu_checks;
 mod host;
+mod host_faults;
 mod kernel_faults;
 mod lemon;
 mod load;
@@ -34,6 +35,7 @@ pub use checks::*;
 pub use fabric::*;
 pub use gpu_checks::*;
 pub use host::*;
+pub use host_faults::*;
 pub use kernel_faults::*;
 pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
@@ -84,4 +86,7 @@ pub struct ChecksSettings {
     pub services: ServicesSettings,
     pub firmware: FirmwareSettings,
     pub fabric: FabricSettings,
+    pub modules: ModulesSettings,
+    pub dstate: DstateSettings,
+    pub pstore: PstoreSettings,
 }

@@ -6,13 +6,16 @@ use std::sync::Arc;
 pub mod block;
 mod counters;
 pub mod cpus;
+pub mod dstate;
 pub mod fabric;
 pub mod firmware;
 pub mod gpu;
 pub mod ib;
 pub mod memory;
+pub mod modules;
 pub mod mounts;
 pub mod pcie;
+pub mod pstore;
 pub mod services;
 pub mod xid;
 
@@ -28,6 +31,9 @@ pub fn all() -> Vec<Arc<dyn Check>> {
         Arc::new(block::Block),
         Arc::new(services::Services),
         Arc::new(firmware::Firmware),
+        Arc::new(modules::Modules),
+        Arc::new(pstore::Pstore),
+        Arc::new(dstate::Dstate),
     ];
     checks.extend(gpu::checks());
     checks.push(Arc::new(fabric::Fabric));
