@@ -224,7 +224,7 @@ pub fn fold(
     boot_id: &str,
     s: &KernelFaultSettings,
 ) -> Option<Event> {
-    let text = clip(record.message.trim());
+    let line = record.message.trim();
     let index = tallies
         .iter()
         .position(|t| t.code == fault.code && t.entity == fault.entity);
@@ -246,7 +246,11 @@ pub fn fold(
     let t = &mut tallies[index];
     t.count += 1;
     t.last_at = t.last_at.max(at);
-    t.text = text.clone();
+    // A line that repeats (a task hung for hours) costs no new text.
+    if t.text != line {
+        t.text = clip(line);
+    }
+    let detail = first.then(|| t.text.clone());
     t.fatal = fault.fatal.or(t.fatal);
     if t.code == CPER_CORRECTED {
         count_in_window(t, at, s);
@@ -255,14 +259,15 @@ pub fn fold(
         tallies.sort_by_key(|t| std::cmp::Reverse(t.last_at));
         tallies.truncate(MAX_TALLIES);
     }
-    first.then(|| Event {
+    let detail = detail?;
+    Some(Event {
         severity: rule_of(&fault.code, fault.fatal, s).0,
         entity: fault.entity,
         code: fault.code,
         occurred_at: at,
         boot_id: boot_id.to_string(),
         seq: record.seq as i64,
-        detail: text,
+        detail,
     })
 }
 
