@@ -249,3 +249,17 @@ fn the_readme_lists_every_kernel_fault_code() {
     .collect();
     assert!(missing.is_empty(), "README.md does not list: {missing:?}");
 }
+
+#[test]
+fn a_log_file_whose_clock_starts_over_counts_only_the_last_boot() {
+    // A dmesg file kept across a reboot: gpu0 fell off the bus and CPU 3
+    // locked up in the boot before; only the switch's SXid is this boot's.
+    let (node, config) = form_node("dmesg-two-boots.txt", "/var/log/dmesg");
+    let out = run(&node, config, None);
+    assert_eq!(
+        problems(&out.findings),
+        [p("nvswitch0", "SXID_20034", Severity::Drain)]
+    );
+    let codes: Vec<_> = out.events.iter().map(|e| e.code.as_str()).collect();
+    assert_eq!(codes, ["SXID_20034"]);
+}

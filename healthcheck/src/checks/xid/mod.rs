@@ -152,47 +152,15 @@ pub fn gather(
     let continued = previous.boot_id == boot_id && previous.source == source_key;
     let cursor = if continued { previous.cursor } else { None };
 
-    let driver = memchr::memmem::Finder::new(b"NVRM:");
-    let mut records = Vec::new();
-    // One pass serves every matcher: the driver's lines and the host's.
-    let host_lines = settings
-        .kernel_log
-        .enabled
-        .then(kernel_log::Prefilter::default);
-    let fault_lines = settings
-        .kernel_faults
-        .enabled
-        .then(faults::Prefilter::default);
-    let mut keep = |e: &kmsg::Entry| {
-        // A file's lines from an earlier boot are history the reboot ended.
-        if e.wall_s.is_some_and(|at| at < btime) {
-            return;
-        }
-        if driver.find(e.message).is_some()
-            || host_lines
-                .as_ref()
-                .is_some_and(|p| p.might_match(e.message) && kernel_log::matches(e.message))
-            || fault_lines.as_ref().is_some_and(|p| {
-                p.might_match(e.message)
-                    && faults::classify(&String::from_utf8_lossy(e.message), &gpus).is_some()
-            })
-        {
-            records.push(KmsgRecord {
-                seq: e.seq,
-                ts_usec: e.ts_usec,
-                line: e.line,
-                wall_s: e.wall_s,
-                message: String::from_utf8_lossy(e.message).into_owned(),
-            });
-        }
-    };
+    let mut keep = Keep::new(settings, btime, &gpus);
+    let mut visit = |e: &kmsg::Entry| keep.entry(e);
     let read = match kind {
-        kmsg::SourceKind::Device => kmsg::read_device(&source.real, cursor, &mut keep),
+        kmsg::SourceKind::Device => kmsg::read_device(&source.real, cursor, &mut visit),
         kmsg::SourceKind::File => {
             if let Some(p) = &source.node_path {
                 root.note(p);
             }
-            kmsg::read_file(&source.real, cursor, &mut keep)
+            kmsg::read_file(&source.real, cursor, &mut visit)
         }
     }
     .map_err(read_error)?;
@@ -201,11 +169,81 @@ pub fn gather(
         btime,
         source_name: source.name,
         source_key,
+        records: keep.records,
         gpus,
-        records,
         read,
         continued,
     })
+}
+
+/// Picks, in one pass, the records the check reads: the driver's lines, the
+/// host's hardware errors, the kernel and fabric faults; never a line from an
+/// earlier boot.
+struct Keep<'g> {
+    btime: i64,
+    gpus: &'g [String],
+    driver: memchr::memmem::Finder<'static>,
+    host_lines: Option<kernel_log::Prefilter>,
+    fault_lines: Option<faults::Prefilter>,
+    /// The latest since-boot time seen: a file whose times start over went
+    /// on into a later boot.
+    last_ts: u64,
+    records: Vec<KmsgRecord>,
+}
+
+impl<'g> Keep<'g> {
+    fn new(settings: &XidSettings, btime: i64, gpus: &'g [String]) -> Keep<'g> {
+        Keep {
+            btime,
+            gpus,
+            driver: memchr::memmem::Finder::new(b"NVRM:"),
+            host_lines: settings
+                .kernel_log
+                .enabled
+                .then(kernel_log::Prefilter::default),
+            fault_lines: settings
+                .kernel_faults
+                .enabled
+                .then(faults::Prefilter::default),
+            last_ts: 0,
+            records: Vec::new(),
+        }
+    }
+
+    fn entry(&mut self, e: &kmsg::Entry) {
+        // A file's lines from an earlier boot are history the reboot ended:
+        // by wall time, or by the since-boot clock starting over.
+        if e.wall_s.is_some_and(|at| at < self.btime) {
+            return;
+        }
+        if e.wall_s.is_none() {
+            if e.ts_usec < self.last_ts {
+                self.records.clear();
+            }
+            self.last_ts = e.ts_usec;
+        }
+        if self.wanted(e.message) {
+            self.records.push(KmsgRecord {
+                seq: e.seq,
+                ts_usec: e.ts_usec,
+                line: e.line,
+                wall_s: e.wall_s,
+                message: String::from_utf8_lossy(e.message).into_owned(),
+            });
+        }
+    }
+
+    fn wanted(&self, message: &[u8]) -> bool {
+        self.driver.find(message).is_some()
+            || self
+                .host_lines
+                .as_ref()
+                .is_some_and(|p| p.might_match(message) && kernel_log::matches(message))
+            || self.fault_lines.as_ref().is_some_and(|p| {
+                p.might_match(message)
+                    && faults::classify(&String::from_utf8_lossy(message), self.gpus).is_some()
+            })
+    }
 }
 
 fn read_btime(root: &NodeRoot) -> Result<i64, CheckError> {
