@@ -78,3 +78,20 @@ impl Default for PstoreSettings {
         }
     }
 }
+
+/// `[checks.versions]`: kernel, driver, CUDA, NCCL and GSP versions, exported.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct VersionsSettings {
+    pub enabled: bool,
+    pub deadline_s: Option<f64>,
+}
+
+impl Default for VersionsSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            deadline_s: None,
+        }
+    }
+}

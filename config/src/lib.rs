@@ -89,4 +89,5 @@ pub struct ChecksSettings {
     pub modules: ModulesSettings,
     pub dstate: DstateSettings,
     pub pstore: PstoreSettings,
+    pub versions: VersionsSettings,
 }

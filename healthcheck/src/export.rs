@@ -64,10 +64,11 @@ impl Inventory {
     /// The findings that carry a version: every `firmware` finding with a
     /// value, a GPU's VBIOS (its ok or `VBIOS_MISMATCH` finding), and a
     /// GPU's ECC history (the lifetime counts its ok `ecc` finding carries:
-    /// no fault, but evidence the head node keeps per node).
+    /// no fault, but evidence the head node keeps per node), and every
+    /// version the `versions` check read (kernel, driver, CUDA, NCCL, GSP).
     fn is_version(f: &Finding) -> bool {
         match f.check.as_str() {
-            "firmware" => true,
+            "firmware" | "versions" => true,
             "gpu" => f.is_ok() || f.code == "VBIOS_MISMATCH",
             "ecc" => f.is_ok() && f.actual.is_some(),
             _ => false,

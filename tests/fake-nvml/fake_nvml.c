@@ -633,6 +633,17 @@ EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int lengt
     return r ? r : read_string(-1, "driver_version", version, length);
 }
 
+/* 12040 for CUDA 12.4, as cuDriverGetVersion gives it. */
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
+    nvmlReturn_t r = enter("nvmlSystemGetCudaDriverVersion_v2", -1);
+    if (r != NVML_SUCCESS) return r;
+    if (!version) return NVML_ERROR_INVALID_ARGUMENT;
+    const struct entry *e = find("cuda_driver_version");
+    if (!e || !e->value) return NVML_ERROR_NOT_SUPPORTED;
+    *version = (int)strtol(e->value, NULL, 0);
+    return NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
     nvmlReturn_t r = enter("nvmlDeviceGetCount_v2", -1);
     if (r) return r;
@@ -673,6 +684,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) 
 EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t d, char *version, unsigned int length) {
     DEVICE_CALL("nvmlDeviceGetVbiosVersion", d, gpu);
     return read_string(gpu, "vbios", version, length);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t d, char *version) {
+    DEVICE_CALL("nvmlDeviceGetGspFirmwareVersion", d, gpu);
+    /* nvml.h: NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, 0x40. */
+    return read_string(gpu, "gsp_version", version, 0x40);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *mode) {

@@ -17,6 +17,7 @@ pub mod mounts;
 pub mod pcie;
 pub mod pstore;
 pub mod services;
+pub mod versions;
 pub mod xid;
 
 /// Every check, in the order runs report them.
@@ -37,5 +38,6 @@ pub fn all() -> Vec<Arc<dyn Check>> {
     ];
     checks.extend(gpu::checks());
     checks.push(Arc::new(fabric::Fabric));
+    checks.push(Arc::new(versions::Versions));
     checks
 }

@@ -1,0 +1,81 @@
+//! `versions`: the software and firmware versions a node runs, for the head
+//! node's drift report (issue 34): the kernel, the NVIDIA driver, the CUDA
+//! version the driver supports and the CUDA toolkit, NCCL where installed,
+//! and each GPU's GSP firmware. The `firmware` check already reports BIOS and
+//! HCA firmware, and the `gpu` check each GPU's VBIOS.
+//!
+//! Every version is an ok finding with the version in `actual`; the export's
+//! inventory sends it when first seen or changed. A version that cannot be
+//! read is left out: the NVML failures are the `gpu` check's to report.
+
+pub mod files;
+
+use crate::check::{Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView};
+use crate::checks::gpu::session;
+use crate::finding::Finding;
+use lemonade_config::Config;
+use nvml_wrapper::Nvml;
+
+/// Name of the check, in findings and on the command line.
+pub const NAME: &str = "versions";
+
+/// The `versions` check.
+pub struct Versions;
+
+/// Versions change with an upgrade and a reboot: periodic runs see them.
+const PROFILES: &[Profile] = &[Profile::Periodic, Profile::Full];
+
+impl Check for Versions {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn summary(&self) -> &'static str {
+        "kernel, driver, CUDA, NCCL and GSP versions, exported for the head node's drift report"
+    }
+    fn profiles(&self) -> &'static [Profile] {
+        PROFILES
+    }
+    fn settings(&self, config: &Config) -> SettingsView {
+        let s = &config.checks.versions;
+        SettingsView::of(s.enabled, s.deadline_s, s)
+    }
+    fn run(&self, ctx: &CheckContext) -> Result<CheckOutput, CheckError> {
+        let mut found = vec![
+            ("kernel".to_string(), files::kernel(&ctx.root)?),
+            ("cuda-toolkit".to_string(), files::cuda_toolkit(&ctx.root)?),
+            ("nccl".to_string(), files::nccl(&ctx.root)?),
+        ];
+        if session::expects_gpus(ctx) {
+            if let Ok(nvml) = session::nvml(ctx) {
+                found.extend(from_nvml(&nvml));
+            }
+        }
+        Ok(CheckOutput::findings(
+            found
+                .into_iter()
+                .filter_map(|(entity, v)| Some(Finding::ok(NAME, entity).actual(v?)))
+                .collect(),
+        ))
+    }
+}
+
+/// The driver, the CUDA version it supports (`12.4`), and each GPU's GSP firmware.
+fn from_nvml(nvml: &Nvml) -> Vec<(String, Option<String>)> {
+    let mut out = vec![
+        ("driver".to_string(), nvml.sys_driver_version().ok()),
+        (
+            "cuda-driver".to_string(),
+            nvml.sys_cuda_driver_version()
+                .ok()
+                .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
+        ),
+    ];
+    let gsp = session::per_gpu(nvml, |d| Ok(d.gsp_firmware_version().ok()));
+    for gpu in gsp.unwrap_or_default() {
+        out.push((
+            format!("{}/gsp", gpu.id.entity()),
+            gpu.reading.ok().flatten(),
+        ));
+    }
+    out
+}
