@@ -3,7 +3,8 @@
 use crate::act::{self, ActParams};
 use crate::attribute::AttributionParams;
 use crate::cli::{
-    Cli, Command, Format, IngestArgs, ReleaseArgs, ReportArgs, RunArgs, ScoreArgs, TicketCommand,
+    Cli, Command, Format, IngestArgs, ReleaseArgs, ReportArgs, RunArgs, ScoreArgs, SourceArgs,
+    TicketCommand,
 };
 use crate::db;
 use crate::decide::{self, Scores};
@@ -92,6 +93,20 @@ impl Ctx {
     }
 }
 
+/// Where ingest reads from: files replace their Slurm command; giving a
+/// jobs file means replaying, so Slurm is then not asked for the other
+/// sources either.
+fn sources_of(args: &SourceArgs, default_spool: Option<PathBuf>) -> Sources {
+    Sources {
+        sacct_file: args.sacct_file.clone(),
+        events_file: args.events_file.clone(),
+        exclusions_file: args.exclusions_file.clone(),
+        spool_dir: args.spool_dir.clone().or(default_spool),
+        use_slurm: !args.no_slurm && args.sacct_file.is_none(),
+        time_zone: args.time_zone.clone(),
+    }
+}
+
 /// Runs one command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8> {
     let ctx = Ctx::new(&cli)?;
@@ -109,7 +124,7 @@ pub fn run(cli: Cli) -> Result<u8> {
 fn ingest_cmd(ctx: &Ctx, args: &IngestArgs) -> Result<u8> {
     let _lock = ctx.lock()?;
     let mut conn = ctx.open()?;
-    let sources = Sources::from_args(&args.source, ctx.default_spool.clone());
+    let sources = sources_of(&args.source, ctx.default_spool.clone());
     let rep = ingest::ingest(
         &mut conn,
         &sources,
@@ -144,7 +159,7 @@ fn score_cmd(ctx: &Ctx, args: &ScoreArgs) -> Result<u8> {
 fn run_cmd(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let _lock = ctx.lock()?;
     let mut conn = ctx.open()?;
-    let sources = Sources::from_args(&args.source, ctx.default_spool.clone());
+    let sources = sources_of(&args.source, ctx.default_spool.clone());
     let ing = ingest::ingest(
         &mut conn,
         &sources,

@@ -23,7 +23,33 @@ pub enum LemonError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Reliability(#[from] crate::reliability::ReliabilityError),
+    Reliability(#[from] ReliabilityError),
+}
+
+/// Errors of the reliability report (`reliability`), here so that
+/// [`LemonError`] wraps it without importing the report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReliabilityError {
+    /// The time range is empty or reversed.
+    #[error("empty time range: --since {since} is not before --until {until}")]
+    EmptyRange {
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+    },
+    /// lemon.db holds no record before the end of the range.
+    #[error("no history before {until}: lemon.db holds no runs, health records or node events yet (run `lemon ingest` first)")]
+    NoHistory {
+        until: chrono::DateTime<chrono::Utc>,
+    },
+    /// A parameter is outside its meaningful range.
+    #[error("invalid parameter {name}: {why}")]
+    InvalidParameter { name: &'static str, why: String },
+    /// The report could not be serialised.
+    #[error("cannot write the report as JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// lemon.db could not be read.
+    #[error("lemon database: {0}")]
+    Sqlite(#[from] lemonade_sql::rusqlite::Error),
 }
 
 /// Result of the lemon library.

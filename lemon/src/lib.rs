@@ -16,6 +16,8 @@ pub mod decide;
 pub mod error;
 pub mod fast_hash;
 pub mod ingest;
+pub mod job_state;
 pub mod reliability;
 pub mod report;
 pub mod signals;
+pub mod time_zone;

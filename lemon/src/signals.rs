@@ -11,6 +11,7 @@ use crate::db;
 use crate::error::Result;
 use crate::fast_hash::FastMap;
 use crate::ingest::events::is_out_of_service;
+use crate::job_state::JobState;
 use lemonade_slurm::reason::{self, ReasonOwner};
 use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
@@ -207,6 +208,31 @@ pub fn compute_with_window(
         window_end: now,
         ..FleetSignals::default()
     };
+    let blamed = blame_per_node(&window, &since, p.early_fail_s, &mut fleet);
+    for (node, b) in blamed {
+        entry(&mut per, &names, node).take_blame(b);
+    }
+    for s in per.values_mut() {
+        if s.single_node_jobs > 0 {
+            s.single_node_node_failure_rate =
+                f64::from(s.single_node_node_fails) / f64::from(s.single_node_jobs);
+        }
+    }
+
+    fleet.nodes = per.into_values().filter(|s| !s.node.is_empty()).collect();
+    fleet.nodes.sort_by(|a, b| a.node.cmp(&b.node));
+    fleet.node_days = fleet.nodes.iter().map(|s| s.node_days).sum();
+    Ok((fleet, window))
+}
+
+/// What the window's attributions blame on each node (runs that ended
+/// after the node's release), counting the fleet's totals on the way.
+fn blame_per_node(
+    window: &Window,
+    since: &dyn Fn(i64) -> i64,
+    early_fail_s: i64,
+    fleet: &mut FleetSignals,
+) -> HashMap<i64, Blame> {
     let mut blamed: HashMap<i64, Blame> = HashMap::new();
     for (run, a) in window.runs.iter().zip(&window.attributions) {
         match a.node {
@@ -220,7 +246,7 @@ pub fn compute_with_window(
                 } else {
                     b.multi.insert(run.job_id_raw);
                 }
-                if run.start.is_some_and(|s| run.end - s < p.early_fail_s) {
+                if run.start.is_some_and(|s| run.end - s < early_fail_s) {
                     b.early.insert(run.job_id_raw);
                 }
                 b.days.insert(run.end.div_euclid(86_400));
@@ -246,37 +272,30 @@ pub fn compute_with_window(
             None => fleet.unattributed_failures += 1,
         }
     }
-    for (node, b) in blamed {
-        let s = entry(&mut per, &names, node);
+    blamed
+}
+
+impl NodeSignals {
+    /// Takes the counts of what was blamed on the node.
+    fn take_blame(&mut self, b: Blame) {
         let mut seen = BTreeSet::new();
-        s.failing_jobs = b
+        self.failing_jobs = b
             .jobs
             .iter()
             .filter(|j| seen.insert(j.job_id.clone()))
             .map(|j| j.job_id.clone())
             .collect();
-        s.single_node_node_fails = b.single.len() as u32;
-        s.multi_node_node_fails = b.multi.len() as u32;
-        s.early_fails = b.early.len() as u32;
-        s.failing_days = b.days.len() as u32;
+        self.single_node_node_fails = b.single.len() as u32;
+        self.multi_node_node_fails = b.multi.len() as u32;
+        self.early_fails = b.early.len() as u32;
+        self.failing_days = b.days.len() as u32;
         // A job whose run a check caught counts as caught; requeued runs of
         // it that no check caught still count.
-        s.uncaught_fails = b.uncaught.len() as u32;
-        s.uncaught_days = b.uncaught_days.len() as u32;
-        s.uncaught_witnessed = b.witnessed.len() as u32;
-        s.evidence = b.jobs;
+        self.uncaught_fails = b.uncaught.len() as u32;
+        self.uncaught_days = b.uncaught_days.len() as u32;
+        self.uncaught_witnessed = b.witnessed.len() as u32;
+        self.evidence = b.jobs;
     }
-    for s in per.values_mut() {
-        if s.single_node_jobs > 0 {
-            s.single_node_node_failure_rate =
-                f64::from(s.single_node_node_fails) / f64::from(s.single_node_jobs);
-        }
-    }
-
-    fleet.nodes = per.into_values().filter(|s| !s.node.is_empty()).collect();
-    fleet.nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    fleet.node_days = fleet.nodes.iter().map(|s| s.node_days).sum();
-    Ok((fleet, window))
 }
 
 /// XIDs, out-of-service events, tickets and exclusions per node.
@@ -448,7 +467,7 @@ impl<'a> WindowPass<'a> {
             job_id_raw: row.job_id_raw()?,
             job_id: row.job_id()?.to_string(),
             user: 0,
-            state: state.to_string(),
+            state: JobState::from_sacct(state),
             start,
             end: row.end,
             exit_code: row.exit_code()?,

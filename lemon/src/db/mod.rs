@@ -179,10 +179,9 @@ pub fn record_ingest(
 /// exported without it. `Unknown`, `None` and empty are `Ok(None)`.
 pub fn parse_time(s: &str) -> Result<Option<i64>, String> {
     // UTC repeats no hour: every time has one reading.
-    let utc = crate::ingest::time_zone::Zone::Fixed(
-        chrono::FixedOffset::east_opt(0).expect("0 is an offset"),
-    );
-    crate::ingest::time_zone::parse_time(s, &utc).map(|t| t.map(|t| t.earliest()))
+    let utc =
+        crate::time_zone::Zone::Fixed(chrono::FixedOffset::east_opt(0).expect("0 is an offset"));
+    crate::time_zone::parse_time(s, &utc).map(|t| t.map(|t| t.earliest()))
 }
 
 /// Formats unix seconds the way Slurm's `-S`/`-E`/`Start=` options read them:

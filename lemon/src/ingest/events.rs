@@ -3,10 +3,10 @@
 //! An event is keyed by (node, start); its end is filled in when a later
 //! ingest sees it closed, so the whole window is simply re-read each run.
 
-use super::time_zone::{self, Instant, Zone};
 use super::IngestStats;
 use crate::db::{self, NodeIds};
 use crate::error::{LemonError, Result};
+use crate::time_zone::{self, Instant, Zone};
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::reason::{self, ReasonOwner};
 use lemonade_sql::rusqlite::Connection;

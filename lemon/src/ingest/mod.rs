@@ -9,9 +9,10 @@ pub mod exclusions;
 pub mod sacct;
 pub mod spool;
 pub mod tickets;
-pub mod time_zone;
+/// Where the time zones of the histories live now (a lower layer, which
+/// the database helpers share); kept here for the paths that name it.
+pub use crate::time_zone;
 
-use crate::cli::SourceArgs;
 use crate::db;
 use crate::error::{LemonError, Result};
 use lemonade_slurm::command::SlurmCommands;
@@ -116,21 +117,6 @@ pub struct Sources {
     pub use_slurm: bool,
     /// `--time-zone`: the zone of ISO times in the files.
     pub time_zone: Option<String>,
-}
-
-impl Sources {
-    /// Files replace their Slurm command; giving a jobs file means replaying,
-    /// so Slurm is then not asked for the other sources either.
-    pub fn from_args(args: &SourceArgs, default_spool: Option<PathBuf>) -> Sources {
-        Sources {
-            sacct_file: args.sacct_file.clone(),
-            events_file: args.events_file.clone(),
-            exclusions_file: args.exclusions_file.clone(),
-            spool_dir: args.spool_dir.clone().or(default_spool),
-            use_slurm: !args.no_slurm && args.sacct_file.is_none(),
-            time_zone: args.time_zone.clone(),
-        }
-    }
 }
 
 /// The outcome of one ingest of every source.

@@ -19,10 +19,10 @@ pub mod row;
 
 pub use row::gpus_of;
 
-use super::time_zone::Zone;
 use super::IngestStats;
 use crate::db::{self, NewRun, NodeIds, RunInserter};
 use crate::error::{LemonError, Result};
+use crate::time_zone::Zone;
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_sql::rusqlite::Connection;
 use reader::{Reader, Stop};

@@ -11,7 +11,7 @@
 use super::layout::Layout;
 use super::row;
 use super::Line;
-use crate::ingest::time_zone::Zone;
+use crate::time_zone::Zone;
 use std::collections::VecDeque;
 use std::io::BufRead;
 

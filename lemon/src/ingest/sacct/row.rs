@@ -8,7 +8,7 @@
 
 use super::layout::{Column, Layout};
 use super::{JobRow, Line};
-use crate::ingest::time_zone::{self, Instant, Zone};
+use crate::time_zone::{self, Instant, Zone};
 use lemonade_slurm::hostlist;
 
 /// More readings than this and a record is malformed rather than tried.

@@ -1,0 +1,288 @@
+//! Rule 5 of the attribution: the joint estimate of the nodes' hardware
+//! hazards and the users' own failure rates.
+
+use super::{exit_text, Attribution, FailedRun, Record, Rule, UserStats, PRIOR_NODE_DAYS};
+use crate::fast_hash::FastMap;
+use crate::job_state::JobState;
+use std::collections::HashMap;
+
+/// Rule 5: the joint estimate of the nodes' hardware hazards and the users'
+/// own failure rates, for the runs that no evidence decides.
+///
+/// A run of `d` days on nodes with hazards `h` (hardware failures per
+/// node-day) ends in a hardware failure of its kind (signal or plain exit)
+/// with rate `π·h·d` per node, `π` the share of hardware failures with that
+/// signature; its user fails it with their rate `u` elsewhere. The chance
+/// that node `n` caused it is `π·h_n·d / (u + Σ π·h·d)`. The hazards are
+/// estimated from the failures evidence blames plus these chances (an EM
+/// iteration), each node starting from [`PRIOR_NODE_DAYS`] at the fleet
+/// rate, and a run's own chance never raises its nodes' hazards.
+pub(super) struct Hazards {
+    /// Per weighed run: the user's rate.
+    user_rates: Vec<f64>,
+    /// Each node's chance, all weighed runs' in one list (the rounds go
+    /// through it 50 times: one allocation per run scattered it over the
+    /// heap, and the rounds waited on memory): run `k`'s are
+    /// `spans[k]..spans[k + 1]`.
+    chances: Vec<f64>,
+    spans: Vec<usize>,
+    /// Per weighed run: the user's record it was weighed with.
+    records: Vec<Record>,
+}
+
+impl Hazards {
+    pub(super) fn estimate(
+        runs: &[FailedRun],
+        weighed: &[usize],
+        user_share: &[f64],
+        decided: &[Option<Attribution>],
+        users: &UserStats,
+        node_days: &HashMap<i64, f64>,
+    ) -> Hazards {
+        let total_days: f64 = node_days.values().sum();
+        let (hard, share_signal, share_exit) = blamed_by_evidence(runs, decided);
+        let records: Vec<Record> = weighed
+            .iter()
+            .map(|&i| users.elsewhere(runs[i].user, &runs[i]))
+            .collect();
+        // Per weighed run: user rate, hardware rate per unit hazard.
+        let base: Vec<(f64, f64)> = weighed
+            .iter()
+            .zip(&records)
+            .zip(user_share)
+            .map(|((&i, rec), &user_share)| {
+                let share = if runs[i].signal().is_some() {
+                    share_signal
+                } else {
+                    share_exit
+                };
+                // Only a node fails a job with NODE_FAIL.
+                let u = if runs[i].state == JobState::NodeFail {
+                    0.0
+                } else {
+                    rec.rate() * user_share
+                };
+                (u, share * runs[i].days().max(1.0 / 24.0))
+            })
+            .collect();
+        // Start from every signal death its nodes' and every plain exit its
+        // user's: a node that kills jobs shows from the first round, and
+        // users' everyday bugs do not inflate the hazards they are weighed by.
+        // The rounds below touch every node of every weighed run 50 times:
+        // dense indices instead of hash lookups (millions of node slots in a
+        // fleet's month of large jobs).
+        let mut dense: FastMap<i64, usize> = FastMap::default();
+        let (mut slots, mut chances, mut spans) = (Vec::new(), Vec::new(), vec![0]);
+        for &i in weighed {
+            let k = runs[i].nodes.len();
+            let start = if runs[i].signal().is_some() {
+                1.0 / k as f64
+            } else {
+                0.0
+            };
+            for n in &runs[i].nodes {
+                let next = dense.len();
+                slots.push(*dense.entry(*n).or_insert(next));
+                chances.push(start);
+            }
+            spans.push(slots.len());
+        }
+        let mut hard_dense = vec![0.0; dense.len()];
+        let mut days_dense = vec![0.0; dense.len()];
+        for (n, &d) in &dense {
+            hard_dense[d] = hard.get(n).copied().unwrap_or(0.0);
+            days_dense[d] = node_days.get(n).copied().unwrap_or(0.0);
+        }
+        let hard_total: f64 = hard.values().sum();
+        let rounds = Rounds {
+            slots: &slots,
+            spans: &spans,
+            base: &base,
+            hard: &hard_dense,
+            days: &days_dense,
+            hard_total,
+            total_days,
+        };
+        rounds.settle(&mut chances);
+        Hazards {
+            user_rates: base.iter().map(|&(u, _)| u).collect(),
+            chances,
+            spans,
+            records,
+        }
+    }
+
+    /// The verdict on the `k`th weighed run: its likeliest node's when that
+    /// node's chance is at least one half, else the user's (or nobody's).
+    pub(super) fn verdict(&self, k: usize, run: &FailedRun, users: &UserStats) -> Attribution {
+        let (u, chances) = (
+            &self.user_rates[k],
+            &self.chances[self.spans[k]..self.spans[k + 1]],
+        );
+        let rec = self.records[k];
+        let user = &users.names[run.user as usize];
+        let what = if run.state == JobState::NodeFail {
+            "cannot cause NODE_FAIL; they failed"
+        } else if run.signal().is_some() {
+            "died of this signal"
+        } else {
+            "failed with an exit code"
+        };
+        let where_ = if run.nodes.len() == 1 {
+            "elsewhere"
+        } else {
+            "in their other runs"
+        };
+        let related = if rec.related > 0 {
+            format!(", of other signals in {}", rec.related)
+        } else {
+            String::new()
+        };
+        let record = format!(
+            "{user} {what} in {} of {} runs {where_}{related} ({u:.3} per run)",
+            rec.fails, rec.runs
+        );
+        let best = chances
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)));
+        if let Some((j, &w)) = best.filter(|&(_, &w)| w >= 0.5) {
+            let rule = match (run.nodes.len(), run.signal()) {
+                (1, Some(_)) => Rule::SignalDeath,
+                (1, None) => Rule::NodeExit,
+                _ => Rule::NodeHazard,
+            };
+            let category = if run.state == JobState::NodeFail {
+                "node_fail"
+            } else if run.signal().is_some() {
+                "signal"
+            } else {
+                "exit"
+            };
+            let among = if run.nodes.len() > 1 {
+                format!(" (of {} nodes)", run.nodes.len())
+            } else {
+                String::new()
+            };
+            return Attribution::node(
+                run.nodes[j],
+                rule,
+                category,
+                format!(
+                    "{}; {record}; the node's hardware{among} explains it with chance {w:.2}",
+                    exit_text(run)
+                ),
+            );
+        }
+        let together: f64 = chances.iter().sum();
+        match (run.nodes.len(), run.signal()) {
+            (1, Some(_)) => Attribution::nobody(
+                Rule::UserCrash,
+                "user",
+                format!("{}; {record}", exit_text(run)),
+            ),
+            (1, None) => Attribution::nobody(
+                Rule::UserExit,
+                "user",
+                format!("{}; {record}", exit_text(run)),
+            ),
+            (n, Some(_)) if together >= 0.5 => Attribution::nobody(
+                Rule::AmongNodes,
+                "multi_node",
+                format!(
+                    "{} on {n} nodes, no node evidence; {record}; the nodes' hardware together explains it with chance {together:.2}, no one node with more than {:.2}",
+                    exit_text(run),
+                    best.map_or(0.0, |(_, &w)| w),
+                ),
+            ),
+            (n, _) => Attribution::nobody(
+                Rule::Unattributed,
+                "unknown",
+                format!(
+                    "{} on {n} nodes, no node evidence; {record}",
+                    exit_text(run)
+                ),
+            ),
+        }
+    }
+}
+
+/// The EM rounds over the weighed runs' node slots (dense node indices).
+struct Rounds<'a> {
+    slots: &'a [usize],
+    /// Run `k`'s slots are `spans[k]..spans[k + 1]`.
+    spans: &'a [usize],
+    /// Per run: the user's rate, the hardware rate per unit hazard.
+    base: &'a [(f64, f64)],
+    /// Per node: failures evidence blames, node-days.
+    hard: &'a [f64],
+    days: &'a [f64],
+    hard_total: f64,
+    total_days: f64,
+}
+
+impl Rounds<'_> {
+    /// Re-estimates each node's chance of every run from the others'
+    /// until the chances settle, at most 50 rounds.
+    fn settle(&self, chances: &mut [f64]) {
+        let mut fails = vec![0.0; self.hard.len()];
+        let mut rates: Vec<f64> = Vec::new();
+        for _ in 0..50 {
+            fails.copy_from_slice(self.hard);
+            let mut weighed_total = 0.0;
+            for (&d, w) in self.slots.iter().zip(chances.iter()) {
+                fails[d] += w;
+                weighed_total += w;
+            }
+            let fleet_rate = if self.total_days > 0.0 {
+                (self.hard_total + weighed_total) / self.total_days
+            } else {
+                0.0
+            };
+            let mut change: f64 = 0.0;
+            for (k, &(u, per_hazard)) in self.base.iter().enumerate() {
+                let span = self.spans[k]..self.spans[k + 1];
+                rates.clear();
+                for (&d, own) in self.slots[span.clone()].iter().zip(&chances[span.clone()]) {
+                    let f = fails[d] - own;
+                    let h = (f.max(0.0) + PRIOR_NODE_DAYS * fleet_rate)
+                        / (self.days[d] + PRIOR_NODE_DAYS);
+                    rates.push(h * per_hazard);
+                }
+                let total = u + rates.iter().sum::<f64>();
+                for (w, r) in chances[span].iter_mut().zip(&rates) {
+                    let next = if total > 0.0 { r / total } else { 0.0 };
+                    change = change.max((next - *w).abs());
+                    *w = next;
+                }
+            }
+            if change < 1e-6 {
+                break;
+            }
+        }
+    }
+}
+
+/// The failures evidence blames, per node, and the shares of signal
+/// deaths and of plain exits among them (smoothed).
+fn blamed_by_evidence(
+    runs: &[FailedRun],
+    decided: &[Option<Attribution>],
+) -> (HashMap<i64, f64>, f64, f64) {
+    let mut hard: HashMap<i64, f64> = HashMap::new();
+    let (mut signals, mut exits, mut blamed) = (0.0, 0.0, 0.0);
+    for (run, a) in runs.iter().zip(decided) {
+        if let Some(n) = a.as_ref().and_then(|a| a.node) {
+            *hard.entry(n).or_default() += 1.0;
+            blamed += 1.0;
+            match (run.state, run.signal()) {
+                (JobState::Failed, Some(_)) => signals += 1.0,
+                (JobState::Failed, None) => exits += 1.0,
+                _ => {}
+            }
+        }
+    }
+    let share_signal = (signals + 1.0) / (blamed + 3.0);
+    let share_exit = (exits + 1.0) / (blamed + 3.0);
+    (hard, share_signal, share_exit)
+}
