@@ -55,7 +55,7 @@ impl Action {
 
 /// One line of the action plan.
 #[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
+pub struct NodeOutcome {
     pub node: String,
     pub action: Action,
     pub reason: String,
@@ -67,7 +67,7 @@ pub struct Outcome {
 /// The result of acting.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct ActReport {
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<NodeOutcome>,
     pub breaker_tripped: bool,
     pub breaker_cap: usize,
     /// Why nothing was drained, when so.
@@ -117,7 +117,7 @@ pub fn act(
     }
     if let Some(why) = refuse {
         for v in flagged {
-            report.outcomes.push(Outcome {
+            report.outcomes.push(NodeOutcome {
                 node: v.signals.node.clone(),
                 action: Action::Refused,
                 reason: decide::reason(v, p.window_days),
@@ -143,7 +143,7 @@ pub fn act(
         let reason = decide::reason(v, p.window_days);
         let drain_node = StateCommand::drain(node, &reason);
         let command = writer.shown(&drain_node);
-        let mut out = Outcome {
+        let mut out = NodeOutcome {
             node: node.clone(),
             action: Action::KnownLemon,
             reason: reason.clone(),
@@ -192,7 +192,7 @@ fn drain(writer: &NodeWriter, command: &StateCommand) -> (Action, String) {
 
 /// Writes a decision, skipping repeats of the node's last decision so that
 /// an hourly cron does not fill the history with the same line.
-fn record(conn: &Connection, v: &Verdict, out: &Outcome, p: &ActParams<'_>) -> Result<()> {
+fn record(conn: &Connection, v: &Verdict, out: &NodeOutcome, p: &ActParams<'_>) -> Result<()> {
     if out.action == Action::KnownLemon {
         return Ok(());
     }

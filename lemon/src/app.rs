@@ -34,7 +34,7 @@ pub const EXIT_ERROR: u8 = 2;
 const REPORT_DECISIONS: usize = 50;
 
 /// What every subcommand needs: config, database path, clock, Slurm.
-struct Ctx {
+struct App {
     cfg: Config,
     db_path: PathBuf,
     now: i64,
@@ -43,12 +43,12 @@ struct Ctx {
     default_spool: Option<PathBuf>,
 }
 
-impl Ctx {
-    fn new(cli: &Cli) -> Result<Ctx> {
+impl App {
+    fn new(cli: &Cli) -> Result<App> {
         let cfg = lemonade_config::load(&cli.global.config, None)
             .map_err(|e| LemonError::Usage(format!("config: {e}")))?;
         let slurm = cfg.slurm.commands();
-        Ok(Ctx {
+        Ok(App {
             db_path: cli
                 .global
                 .db
@@ -109,7 +109,7 @@ fn sources_of(args: &SourceArgs, default_spool: Option<PathBuf>) -> Sources {
 
 /// Runs one command line; returns the exit code.
 pub fn run(cli: Cli) -> Result<u8> {
-    let ctx = Ctx::new(&cli)?;
+    let ctx = App::new(&cli)?;
     match cli.command {
         Command::Ingest(args) => ingest_cmd(&ctx, &args),
         Command::Score(args) => score_cmd(&ctx, &args),
@@ -121,7 +121,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-fn ingest_cmd(ctx: &Ctx, args: &IngestArgs) -> Result<u8> {
+fn ingest_cmd(ctx: &App, args: &IngestArgs) -> Result<u8> {
     let _lock = ctx.lock()?;
     let mut conn = ctx.open()?;
     let sources = sources_of(&args.source, ctx.default_spool.clone());
@@ -135,7 +135,7 @@ fn ingest_cmd(ctx: &Ctx, args: &IngestArgs) -> Result<u8> {
     Ok(if rep.ok() { EXIT_OK } else { EXIT_ERROR })
 }
 
-fn score_cmd(ctx: &Ctx, args: &ScoreArgs) -> Result<u8> {
+fn score_cmd(ctx: &App, args: &ScoreArgs) -> Result<u8> {
     let conn = ctx.open()?;
     let scores = score(&conn, &ctx.cfg, ctx.now)?;
     let rep = Report::new(
@@ -156,7 +156,7 @@ fn score_cmd(ctx: &Ctx, args: &ScoreArgs) -> Result<u8> {
 }
 
 /// The cron entry: ingest, score, keep the attributions, drain, report.
-fn run_cmd(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
+fn run_cmd(ctx: &App, args: &RunArgs) -> Result<u8> {
     let _lock = ctx.lock()?;
     let mut conn = ctx.open()?;
     let sources = sources_of(&args.source, ctx.default_spool.clone());
@@ -214,7 +214,7 @@ fn run_exit_code(refused: bool, acted: &act::ActReport) -> u8 {
     }
 }
 
-fn report_cmd(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
+fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
     let conn = ctx.open()?;
     let scores = score(&conn, &ctx.cfg, ctx.now)?;
     let out = if args.reliability {
@@ -236,7 +236,7 @@ fn report_cmd(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
 }
 
 fn reliability_text(
-    ctx: &Ctx,
+    ctx: &App,
     conn: &Connection,
     scores: &Scores,
     args: &ReportArgs,
@@ -262,7 +262,7 @@ fn reliability_text(
     )?)
 }
 
-fn ettr_cmd(ctx: &Ctx, args: &EttrArgs) -> Result<u8> {
+fn ettr_cmd(ctx: &App, args: &EttrArgs) -> Result<u8> {
     let (rate, source) = match args.failure_rate {
         Some(r) => (r, "given".to_string()),
         None => history_failure_rate(ctx)?,
@@ -272,7 +272,7 @@ fn ettr_cmd(ctx: &Ctx, args: &EttrArgs) -> Result<u8> {
 }
 
 /// r_f from lemon.db's large jobs, for `lemon ettr` without `--failure-rate`.
-fn history_failure_rate(ctx: &Ctx) -> Result<(f64, String)> {
+fn history_failure_rate(ctx: &App) -> Result<(f64, String)> {
     if !ctx.db_path.exists() {
         return Err(LemonError::Usage(format!(
             "{} does not exist: pass --failure-rate (RSC-1: 6.5)",
@@ -289,7 +289,7 @@ fn history_failure_rate(ctx: &Ctx) -> Result<(f64, String)> {
     }
 }
 
-fn release_cmd(ctx: &Ctx, args: &ReleaseArgs) -> Result<u8> {
+fn release_cmd(ctx: &App, args: &ReleaseArgs) -> Result<u8> {
     let conn = ctx.open()?;
     act::release(&conn, &args.node, &args.note, ctx.now)?;
     println!(
@@ -302,7 +302,7 @@ fn release_cmd(ctx: &Ctx, args: &ReleaseArgs) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-fn ticket_cmd(ctx: &Ctx, t: TicketCommand) -> Result<u8> {
+fn ticket_cmd(ctx: &App, t: TicketCommand) -> Result<u8> {
     let mut conn = ctx.open()?;
     match t {
         TicketCommand::Open { node, note } => {

@@ -4,7 +4,7 @@
 
 use lemon::db;
 use lemon::ingest::events;
-use lemon::ingest::sacct::reader::{Reader, Record, Stop};
+use lemon::ingest::sacct::reader::{NumberedLine, Reader, Stop};
 use lemon::ingest::sacct::{Line, LIVE_FIELDS};
 use lemon::ingest::time_zone::Zone;
 use proptest::prelude::*;
@@ -85,7 +85,7 @@ fn soup(tokens: &'static [&'static str], max: usize) -> impl Strategy<Value = St
 }
 
 /// Every record of `bytes`, or where the read stopped; must not panic.
-fn read_all(bytes: &[u8]) -> (Vec<Record>, Option<String>) {
+fn read_all(bytes: &[u8]) -> (Vec<NumberedLine>, Option<String>) {
     let mut r = Reader::new(bytes, Zone::parse("America/New_York").unwrap());
     let mut out = Vec::new();
     loop {

@@ -1,7 +1,7 @@
 //! Rule 5 of the attribution: the joint estimate of the nodes' hardware
 //! hazards and the users' own failure rates.
 
-use super::{exit_text, Attribution, FailedRun, Record, Rule, UserStats, PRIOR_NODE_DAYS};
+use super::{exit_text, Attribution, FailedRun, Rule, UserRecord, UserStats, PRIOR_NODE_DAYS};
 use crate::fast_hash::FastMap;
 use crate::job_state::JobState;
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ pub(super) struct Hazards {
     chances: Vec<f64>,
     spans: Vec<usize>,
     /// Per weighed run: the user's record it was weighed with.
-    records: Vec<Record>,
+    records: Vec<UserRecord>,
 }
 
 impl Hazards {
@@ -41,7 +41,7 @@ impl Hazards {
     ) -> Hazards {
         let total_days: f64 = node_days.values().sum();
         let (hard, share_signal, share_exit) = blamed_by_evidence(runs, decided);
-        let records: Vec<Record> = weighed
+        let records: Vec<UserRecord> = weighed
             .iter()
             .map(|&i| users.elsewhere(runs[i].user, &runs[i]))
             .collect();

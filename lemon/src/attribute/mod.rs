@@ -69,7 +69,7 @@ mod hazards;
 mod users;
 
 pub use evidence::{category_of_code, known_category, Evidence, Mark};
-pub use users::{Record, UserStats, RELATED_WEIGHT};
+pub use users::{UserRecord, UserStats, RELATED_WEIGHT};
 
 use crate::job_state::JobState;
 use evidence::ByTime;

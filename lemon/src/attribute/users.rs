@@ -27,7 +27,7 @@ pub struct UserStats {
 /// A user's record: runs, failures of one kind among them, and for a
 /// signal death the deaths by other signals.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Record {
+pub struct UserRecord {
     pub runs: u32,
     pub fails: u32,
     /// Deaths by other signals: a program that crashes one way may crash
@@ -42,7 +42,7 @@ pub struct Record {
 /// 10x); one half keeps precision and finds a few more lemons.
 pub const RELATED_WEIGHT: f64 = 0.5;
 
-impl Record {
+impl UserRecord {
     /// Failures of this kind per run, smoothed so that a short record
     /// neither clears nor condemns anyone:
     /// `(fails + RELATED_WEIGHT * related + 0.5) / (runs + 1)`.
@@ -107,7 +107,7 @@ impl UserStats {
     /// deaths by other signals as `related`, or a plain exit) on nodes other
     /// than a one-node run's node; for a multi-node run, every run of the
     /// user but this one.
-    pub fn elsewhere(&self, user: u32, run: &FailedRun) -> Record {
+    pub fn elsewhere(&self, user: u32, run: &FailedRun) -> UserRecord {
         let u = user as usize;
         let node = match run.nodes[..] {
             [n] => Some(n),
@@ -119,7 +119,7 @@ impl UserStats {
         };
         let Some(signal) = run.signal() else {
             let here = node.map_or(1, |n| self.exits_on.get(&(user, n)).copied().unwrap_or(0));
-            return Record {
+            return UserRecord {
                 runs,
                 fails: self.exits[u].saturating_sub(here),
                 related: 0,
@@ -140,7 +140,7 @@ impl UserStats {
                 other += elsewhere;
             }
         }
-        Record {
+        UserRecord {
             runs,
             fails: same,
             related: other,

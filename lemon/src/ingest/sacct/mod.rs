@@ -294,7 +294,7 @@ pub fn ingest_reader_in(
     let mut w = JobWriter::new(conn, now)?;
     let zone = *zone;
     std::thread::scope(|s| -> Result<IngestStats> {
-        type Batch = Vec<reader::Record>;
+        type Batch = Vec<reader::NumberedLine>;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(16);
         let parser = s.spawn(move || -> Result<Reader<_>, Stop> {
             let mut records = Reader::new(reader, zone);

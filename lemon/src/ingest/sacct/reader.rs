@@ -19,7 +19,7 @@ use std::io::BufRead;
 const MAX_RECORD_LINES: usize = 200;
 
 /// A record: the number of its first line, and the run it is or why it is malformed.
-pub type Record = (usize, Result<Line, String>);
+pub type NumberedLine = (usize, Result<Line, String>);
 
 /// Why reading stopped before the end.
 #[derive(Debug)]
@@ -72,7 +72,7 @@ impl<R: BufRead> Reader<R> {
     }
 
     /// The next record: its first line's number and what it is.
-    pub fn next_record(&mut self) -> Result<Option<Record>, Stop> {
+    pub fn next_record(&mut self) -> Result<Option<NumberedLine>, Stop> {
         let (number, text) = match self.ahead.pop_front() {
             Some(line) => line,
             None => {
@@ -191,7 +191,7 @@ impl<R: BufRead> Reader<R> {
 mod tests {
     use super::*;
 
-    fn read_all(text: &[u8]) -> (Vec<Record>, Reader<&[u8]>) {
+    fn read_all(text: &[u8]) -> (Vec<NumberedLine>, Reader<&[u8]>) {
         let mut r = Reader::new(text, Zone::parse("UTC").unwrap());
         let mut out = Vec::new();
         while let Some(item) = r.next_record().unwrap() {
@@ -202,7 +202,7 @@ mod tests {
         (out, r)
     }
 
-    fn finished(item: &Record) -> &super::super::JobRow {
+    fn finished(item: &NumberedLine) -> &super::super::JobRow {
         match &item.1 {
             Ok(Line::Finished(r)) => r,
             other => panic!("line {}: {other:?}", item.0),
