@@ -217,6 +217,23 @@ mod tests {
     }
 
     #[test]
+    fn dmesg_t_pads_a_one_digit_day_with_a_space() {
+        let (form, stamp, message) = read("[Fri Nov  6 16:00:00 2026] NVRM: loading");
+        let local = Local
+            .with_ymd_and_hms(2026, 11, 6, 16, 0, 0)
+            .earliest()
+            .unwrap();
+        assert_eq!(
+            (form, stamp, message.as_str()),
+            (
+                Form::DmesgCtime,
+                Stamp::Wall(local.timestamp()),
+                "NVRM: loading"
+            )
+        );
+    }
+
+    #[test]
     fn journal_notes_and_blank_lines_name_no_form_and_other_lines_say_why_they_fail() {
         for note in [
             "-- Boot 1a2b3c4d5e6f --",
