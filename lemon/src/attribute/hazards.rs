@@ -119,29 +119,7 @@ impl Hazards {
             &self.user_rates[k],
             &self.chances[self.spans[k]..self.spans[k + 1]],
         );
-        let rec = self.records[k];
-        let user = &users.names[run.user as usize];
-        let what = if run.state == JobState::NodeFail {
-            "cannot cause NODE_FAIL; they failed"
-        } else if run.signal().is_some() {
-            "died of this signal"
-        } else {
-            "failed with an exit code"
-        };
-        let where_ = if run.nodes.len() == 1 {
-            "elsewhere"
-        } else {
-            "in their other runs"
-        };
-        let related = if rec.related > 0 {
-            format!(", of other signals in {}", rec.related)
-        } else {
-            String::new()
-        };
-        let record = format!(
-            "{user} {what} in {} of {} runs {where_}{related} ({u:.3} per run)",
-            rec.fails, rec.runs
-        );
+        let record = record_text(&users.names[run.user as usize], self.records[k], *u, run);
         let best = chances
             .iter()
             .enumerate()
@@ -174,8 +152,15 @@ impl Hazards {
                 ),
             );
         }
-        let together: f64 = chances.iter().sum();
-        match (run.nodes.len(), run.signal()) {
+        let best = best.map_or(0.0, |(_, &w)| w);
+        not_one_nodes(run, &record, chances.iter().sum(), best)
+    }
+}
+
+/// The verdict when no one node explains `run`: its user's, the hardware
+/// of its nodes together (`together`, the sum of their chances), or nobody's.
+fn not_one_nodes(run: &FailedRun, record: &str, together: f64, best: f64) -> Attribution {
+    match (run.nodes.len(), run.signal()) {
             (1, Some(_)) => Attribution::nobody(
                 Rule::UserCrash,
                 "user",
@@ -192,7 +177,7 @@ impl Hazards {
                 format!(
                     "{} on {n} nodes, no node evidence; {record}; the nodes' hardware together explains it with chance {together:.2}, no one node with more than {:.2}",
                     exit_text(run),
-                    best.map_or(0.0, |(_, &w)| w),
+                    best,
                 ),
             ),
             (n, _) => Attribution::nobody(
@@ -204,7 +189,32 @@ impl Hazards {
                 ),
             ),
         }
-    }
+}
+
+/// A user's record in words: `alice died of this signal in 0 of 400 runs
+/// elsewhere (0.001 per run)`.
+fn record_text(user: &str, rec: UserRecord, u: f64, run: &FailedRun) -> String {
+    let what = if run.state == JobState::NodeFail {
+        "cannot cause NODE_FAIL; they failed"
+    } else if run.signal().is_some() {
+        "died of this signal"
+    } else {
+        "failed with an exit code"
+    };
+    let where_ = if run.nodes.len() == 1 {
+        "elsewhere"
+    } else {
+        "in their other runs"
+    };
+    let related = if rec.related > 0 {
+        format!(", of other signals in {}", rec.related)
+    } else {
+        String::new()
+    };
+    format!(
+        "{user} {what} in {} of {} runs {where_}{related} ({u:.3} per run)",
+        rec.fails, rec.runs
+    )
 }
 
 /// The EM rounds over the weighed runs' node slots (dense node indices).
