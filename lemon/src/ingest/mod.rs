@@ -221,74 +221,9 @@ pub fn ingest(
     let now = ctx.now;
     let zone = resolve_zone(sources.time_zone.as_deref(), ctx.time_zone.as_deref())?;
 
-    let jobs: Option<(String, Result<IngestStats>)> = match &sources.sacct_file {
-        Some(path) if path.as_os_str() == "-" => Some((
-            "jobs (stdin)".into(),
-            sacct::ingest_reader_in(
-                conn,
-                BufReader::with_capacity(1 << 20, std::io::stdin()),
-                "stdin",
-                now,
-                &zone,
-            ),
-        )),
-        Some(path) => Some((
-            format!("jobs ({})", path.display()),
-            std::fs::File::open(path)
-                .map_err(|e| LemonError::io(path, e))
-                .and_then(|f| {
-                    sacct::ingest_reader_in(
-                        conn,
-                        BufReader::with_capacity(1 << 20, f),
-                        &path.display().to_string(),
-                        now,
-                        &zone,
-                    )
-                }),
-        )),
-        None if sources.use_slurm => Some((
-            "jobs (sacct)".into(),
-            sacct::ingest_from_slurm(
-                conn,
-                ctx.slurm,
-                now,
-                ctx.window_days,
-                ctx.sacct_window_hours,
-            ),
-        )),
-        None => None,
-    };
-
-    let events = match &sources.events_file {
-        Some(path) => Some((
-            format!("node events ({})", path.display()),
-            std::fs::read(path)
-                .map_err(|e| LemonError::io(path, e))
-                .and_then(|bytes| {
-                    events::ingest_bytes(conn, &bytes, &path.display().to_string(), &zone)
-                }),
-        )),
-        None if sources.use_slurm => Some((
-            "node events (sacctmgr)".into(),
-            events::ingest_from_slurm(conn, ctx.slurm, now, ctx.window_days),
-        )),
-        None => None,
-    };
-
-    let excl = match &sources.exclusions_file {
-        Some(path) => Some((
-            format!("exclusions ({})", path.display()),
-            std::fs::read_to_string(path)
-                .map_err(|e| LemonError::io(path, e))
-                .and_then(|t| exclusions::ingest_text(conn, &t, &path.display().to_string(), now)),
-        )),
-        None if sources.use_slurm => Some((
-            "exclusions (squeue)".into(),
-            exclusions::ingest_from_slurm(conn, ctx.slurm, now),
-        )),
-        None => None,
-    };
-
+    let jobs = ingest_jobs(conn, sources, ctx, &zone);
+    let events = ingest_events(conn, sources, ctx, &zone);
+    let excl = ingest_exclusions(conn, sources, ctx);
     let spool = sources.spool_dir.as_ref().map(|dir| {
         (
             format!("spool ({})", dir.display()),
@@ -319,4 +254,100 @@ pub fn ingest(
         }
     }
     Ok(report)
+}
+
+/// One source's name in the report and how reading it went.
+type SourceResult = Option<(String, Result<IngestStats>)>;
+
+/// The jobs: from a file, stdin (`-`), or sacct.
+fn ingest_jobs(
+    conn: &mut Connection,
+    sources: &Sources,
+    ctx: &IngestContext<'_>,
+    zone: &Zone,
+) -> SourceResult {
+    let now = ctx.now;
+    match &sources.sacct_file {
+        Some(path) if path.as_os_str() == "-" => Some((
+            "jobs (stdin)".into(),
+            sacct::ingest_reader_in(
+                conn,
+                BufReader::with_capacity(1 << 20, std::io::stdin()),
+                "stdin",
+                now,
+                zone,
+            ),
+        )),
+        Some(path) => Some((
+            format!("jobs ({})", path.display()),
+            std::fs::File::open(path)
+                .map_err(|e| LemonError::io(path, e))
+                .and_then(|f| {
+                    sacct::ingest_reader_in(
+                        conn,
+                        BufReader::with_capacity(1 << 20, f),
+                        &path.display().to_string(),
+                        now,
+                        zone,
+                    )
+                }),
+        )),
+        None if sources.use_slurm => Some((
+            "jobs (sacct)".into(),
+            sacct::ingest_from_slurm(
+                conn,
+                ctx.slurm,
+                now,
+                ctx.window_days,
+                ctx.sacct_window_hours,
+            ),
+        )),
+        None => None,
+    }
+}
+
+/// The node events: from a file or sacctmgr.
+fn ingest_events(
+    conn: &mut Connection,
+    sources: &Sources,
+    ctx: &IngestContext<'_>,
+    zone: &Zone,
+) -> SourceResult {
+    match &sources.events_file {
+        Some(path) => Some((
+            format!("node events ({})", path.display()),
+            std::fs::read(path)
+                .map_err(|e| LemonError::io(path, e))
+                .and_then(|bytes| {
+                    events::ingest_bytes(conn, &bytes, &path.display().to_string(), zone)
+                }),
+        )),
+        None if sources.use_slurm => Some((
+            "node events (sacctmgr)".into(),
+            events::ingest_from_slurm(conn, ctx.slurm, ctx.now, ctx.window_days),
+        )),
+        None => None,
+    }
+}
+
+/// The exclusions: from a file or squeue.
+fn ingest_exclusions(
+    conn: &mut Connection,
+    sources: &Sources,
+    ctx: &IngestContext<'_>,
+) -> SourceResult {
+    let now = ctx.now;
+    match &sources.exclusions_file {
+        Some(path) => Some((
+            format!("exclusions ({})", path.display()),
+            std::fs::read_to_string(path)
+                .map_err(|e| LemonError::io(path, e))
+                .and_then(|t| exclusions::ingest_text(conn, &t, &path.display().to_string(), now)),
+        )),
+        None if sources.use_slurm => Some((
+            "exclusions (squeue)".into(),
+            exclusions::ingest_from_slurm(conn, ctx.slurm, now),
+        )),
+        None => None,
+    }
 }
