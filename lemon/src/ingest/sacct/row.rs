@@ -249,17 +249,7 @@ pub fn parse_fields(f: &[&str], layout: &Layout, zone: &Zone) -> Result<Line, St
     }
     let elapsed = elapsed_field.or(start.map(|s| end - s));
     let nodelist = get(Column::NodeList).unwrap_or("");
-    let nodes = match nodelist {
-        // The common case, one plain node, without the hostlist machinery.
-        one if !one.is_empty()
-            && one != "None assigned"
-            && one != "(null)"
-            && !one.contains(['[', ']', ',']) =>
-        {
-            vec![one.to_string()]
-        }
-        list => hostlist::expand(list).map_err(|e| format!("NodeList: {e}"))?,
-    };
+    let nodes = nodes_of(nodelist)?;
     let nnodes = match get(Column::NNodes) {
         Some(n) => n
             .parse::<i64>()
@@ -290,6 +280,21 @@ pub fn parse_fields(f: &[&str], layout: &Layout, zone: &Zone) -> Result<Line, St
         // Untrimmed: a job's name is what its user wrote.
         job_name: layout.get(f, Column::JobName).map(str::to_string),
     })))
+}
+
+/// The nodes of sacct's NodeList.
+fn nodes_of(nodelist: &str) -> Result<Vec<String>, String> {
+    match nodelist {
+        // The common case, one plain node, without the hostlist machinery.
+        one if !one.is_empty()
+            && one != "None assigned"
+            && one != "(null)"
+            && !one.contains(['[', ']', ',']) =>
+        {
+            Ok(vec![one.to_string()])
+        }
+        list => hostlist::expand(list).map_err(|e| format!("NodeList: {e}")),
+    }
 }
 
 fn time(field: Option<&str>, zone: &Zone) -> Result<Option<Instant>, String> {
