@@ -18,6 +18,7 @@
 //! the key. Every section has defaults, so an empty file is a valid config.
 
 mod checks;
+mod expect;
 mod fabric;
 mod gpu_checks;
 mod host;
@@ -32,6 +33,7 @@ mod watch;
 mod xid;
 
 pub use checks::*;
+pub use expect::*;
 pub use fabric::*;
 pub use gpu_checks::*;
 pub use host::*;
@@ -60,6 +62,7 @@ pub struct Config {
     pub checks: ChecksSettings,
     pub lemon: LemonSettings,
     pub watch: WatchSettings,
+    pub expect: ExpectSettings,
     /// The `[[node]]` override blocks as written. [`load`] has already applied
     /// the ones matching the node, and leaves this empty.
     #[serde(skip_serializing)]

@@ -6,11 +6,10 @@ use healthcheck::finding::Finding;
 use lemonade_tests::{fake_nvml, fixture};
 use std::process::Command;
 
-#[test]
-fn the_versions_of_the_node_are_read_and_go_into_the_inventory() {
+fn run_versions(extra: &str) -> (Vec<Finding>, Option<i32>) {
     let state = tempfile::tempdir().unwrap();
     let node = fixture::node("healthy");
-    let config = fake_nvml::node_config(state.path(), 8, "");
+    let config = fake_nvml::node_config(state.path(), 8, extra);
     let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
         .arg("--config")
         .arg(&config)
@@ -25,7 +24,13 @@ fn the_versions_of_the_node_are_read_and_go_into_the_inventory() {
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let findings: Vec<Finding> = serde_json::from_value(json["findings"].clone()).unwrap();
+    let findings = serde_json::from_value(json["findings"].clone()).unwrap();
+    (findings, out.status.code())
+}
+
+#[test]
+fn the_versions_of_the_node_are_read_and_go_into_the_inventory() {
+    let (findings, code) = run_versions("");
     assert!(findings.iter().all(Finding::is_ok), "{findings:#?}");
     let inventory = serde_json::to_value(Inventory::of_findings(&findings)).unwrap();
     for (item, version) in [
@@ -39,5 +44,17 @@ fn the_versions_of_the_node_are_read_and_go_into_the_inventory() {
     ] {
         assert_eq!(inventory[item], version, "{item} in {inventory:#}");
     }
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn a_driver_other_than_the_expect_pin_is_a_node_finding() {
+    let (findings, code) = run_versions("[expect]\ndriver = \"550.54.15\"\n");
+    let bad: Vec<_> = findings
+        .iter()
+        .filter(|f| !f.is_ok())
+        .map(|f| (f.entity.as_str(), f.code.as_str(), f.actual.as_deref()))
+        .collect();
+    assert_eq!(bad, [("driver", "VERSION_MISMATCH", Some("550.90.07"))]);
+    assert_eq!(code, Some(1), "a warning by default");
 }

@@ -4,16 +4,17 @@
 //! and each GPU's GSP firmware. The `firmware` check already reports BIOS and
 //! HCA firmware, and the `gpu` check each GPU's VBIOS.
 //!
-//! Every version is an ok finding with the version in `actual`; the export's
-//! inventory sends it when first seen or changed. A version that cannot be
-//! read is left out: the NVML failures are the `gpu` check's to report.
+//! Every version is a finding with the version in `actual`: ok, or
+//! `VERSION_MISMATCH` where `[expect]` pins another; the export's inventory
+//! sends it when first seen or changed. A version that cannot be read is
+//! left out: the NVML failures are the `gpu` check's to report.
 
 pub mod files;
 
 use crate::check::{Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView};
 use crate::checks::gpu::session;
 use crate::finding::Finding;
-use lemonade_config::Config;
+use lemonade_config::{Action, Config, ExpectSettings};
 use nvml_wrapper::Nvml;
 
 /// Name of the check, in findings and on the command line.
@@ -53,9 +54,23 @@ impl Check for Versions {
         Ok(CheckOutput::findings(
             found
                 .into_iter()
-                .filter_map(|(entity, v)| Some(Finding::ok(NAME, entity).actual(v?)))
+                .filter_map(|(entity, v)| Some(judge(&entity, v?, &ctx.config.expect)))
                 .collect(),
         ))
+    }
+}
+
+/// Pure: a version read, against its `[expect]` pin if it has one.
+pub fn judge(entity: &str, version: String, expect: &ExpectSettings) -> Finding {
+    match expect.pin(entity) {
+        Some(want) if want != version => {
+            Finding::new(NAME, entity, "VERSION_MISMATCH", expect.severity)
+                .expected(want)
+                .actual(&version)
+                .action(Action::Investigate)
+                .message(format!("{entity} {version}, [expect] pins {want}"))
+        }
+        _ => Finding::ok(NAME, entity).actual(version),
     }
 }
 
@@ -78,4 +93,30 @@ fn from_nvml(nvml: &Nvml) -> Vec<(String, Option<String>)> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lemonade_config::Severity;
+
+    #[test]
+    fn a_version_other_than_its_pin_is_a_mismatch_and_unpinned_ones_are_ok() {
+        let expect = ExpectSettings {
+            driver: Some("550.54.15".into()),
+            gsp: Some("550.54.15".into()),
+            ..Default::default()
+        };
+        let f = judge("driver", "550.90.07".into(), &expect);
+        assert_eq!(
+            (f.code.as_str(), f.severity, f.expected.as_deref()),
+            ("VERSION_MISMATCH", Severity::Warning, Some("550.54.15"))
+        );
+        assert_eq!(
+            judge("gpu3/gsp", "550.90.07".into(), &expect).code,
+            "VERSION_MISMATCH"
+        );
+        assert!(judge("gpu3/gsp", "550.54.15".into(), &expect).is_ok());
+        assert!(judge("nccl", "2.21.5".into(), &expect).is_ok());
+    }
 }
