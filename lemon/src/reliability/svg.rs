@@ -341,6 +341,20 @@ pub fn mttf_chart(id: &str, title: &str, points: &[MttfPoint]) -> String {
         .map(|p| (p.gpus, short_number(p.gpus)))
         .collect();
     chart.axes("job size (GPUs)", "MTTF (hours)", &x_ticks, 10.0);
+    mttf_projection(&mut chart, points);
+    mttf_points(&mut chart, points);
+    if values.is_empty() {
+        chart.note("no failures: nothing to project");
+    }
+    chart.legend(&[
+        ("1/(N·r_f)".to_string(), PALETTE[0], true),
+        ("empirical".to_string(), PALETTE[3], false),
+    ]);
+    chart.close()
+}
+
+/// The projection line `1/(N·r_f)` of the MTTF chart.
+fn mttf_projection(chart: &mut Chart, points: &[MttfPoint]) {
     let proj: Vec<(f64, f64)> = points
         .iter()
         .filter_map(|p| Some((p.gpus, p.projected?)))
@@ -363,6 +377,10 @@ pub fn mttf_chart(id: &str, title: &str, points: &[MttfPoint]) -> String {
             PALETTE[0]
         );
     }
+}
+
+/// The empirical points of the MTTF chart with their interval bars.
+fn mttf_points(chart: &mut Chart, points: &[MttfPoint]) {
     for p in points {
         let px = chart.x.map(p.gpus);
         if let Some((l, h)) = p.ci {
@@ -392,14 +410,6 @@ pub fn mttf_chart(id: &str, title: &str, points: &[MttfPoint]) -> String {
             );
         }
     }
-    if values.is_empty() {
-        chart.note("no failures: nothing to project");
-    }
-    chart.legend(&[
-        ("1/(N·r_f)".to_string(), PALETTE[0], true),
-        ("empirical".to_string(), PALETTE[3], false),
-    ]);
-    chart.close()
 }
 
 /// The empirical CDF of one signal over the nodes, with its threshold.
