@@ -233,19 +233,8 @@ impl<'a> Report<'a> {
         }
     }
 
-    fn markdown(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "# Lemon report\n");
-        let _ = writeln!(
-            s,
-            "Generated {}; history until {}; window {} days.\n",
-            db::fmt_time(self.generated_at),
-            self.history_until
-                .map_or("(none)".to_string(), db::fmt_time),
-            self.window_days
-        );
-        let _ = writeln!(s, "Fleet: {}.\n", self.fleet_text());
-        let _ = writeln!(s, "{}.\n", self.cut_text());
+    /// The markdown table of every node's signals.
+    fn markdown_nodes(&self, s: &mut String) {
         let _ = writeln!(s, "## Nodes\n");
         let _ = write!(s, "| node | flagged | fails | p |");
         for n in Signal::ALL {
@@ -281,6 +270,10 @@ impl<'a> Report<'a> {
             }
             s.push('\n');
         }
+    }
+
+    /// The jobs counted against each flagged node, in markdown.
+    fn markdown_flagged_jobs(&self, s: &mut String) {
         if !self.flagged.is_empty() {
             let _ = writeln!(s, "\n## Jobs counted against flagged nodes\n");
             for v in &self.flagged {
@@ -314,6 +307,23 @@ impl<'a> Report<'a> {
                 }
             }
         }
+    }
+
+    fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# Lemon report\n");
+        let _ = writeln!(
+            s,
+            "Generated {}; history until {}; window {} days.\n",
+            db::fmt_time(self.generated_at),
+            self.history_until
+                .map_or("(none)".to_string(), db::fmt_time),
+            self.window_days
+        );
+        let _ = writeln!(s, "Fleet: {}.\n", self.fleet_text());
+        let _ = writeln!(s, "{}.\n", self.cut_text());
+        self.markdown_nodes(&mut s);
+        self.markdown_flagged_jobs(&mut s);
         if let Some(a) = self.actions {
             let _ = writeln!(s, "\n## Actions\n");
             if let Some(r) = &a.refused {
