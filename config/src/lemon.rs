@@ -29,6 +29,10 @@ pub struct LemonSettings {
     /// local time): an IANA name such as `Europe/Berlin`, `local`, or `+02:00`.
     /// Unset: the local zone. `lemon ingest --time-zone` overrides it.
     pub time_zone: Option<String>,
+    /// A site's job-log signatures (issue 36), read on top of the defaults
+    /// compiled into lemon, e.g. `/etc/lemonade/signatures.toml`. Unset: the
+    /// defaults alone.
+    pub signatures: Option<PathBuf>,
     /// Tail probability below which a node's failure count is improbable
     /// given the fleet's failure rate (Poisson test), whatever the
     /// false-discovery cut says.
@@ -78,6 +82,7 @@ impl Default for LemonSettings {
             max_history_lag_hours: 6.0,
             spool_dir: None,
             time_zone: None,
+            signatures: None,
             p_value: 1e-4,
             false_discovery_rate: 0.1,
             min_failing_jobs: 3,

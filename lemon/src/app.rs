@@ -352,6 +352,7 @@ fn ingest_ctx<'a>(cfg: &Config, slurm: &'a SlurmCommands, now: i64) -> IngestCon
         window_days: cfg.lemon.window_days,
         sacct_window_hours: cfg.lemon.sacct_window_hours,
         time_zone: cfg.lemon.time_zone.clone(),
+        signatures: cfg.lemon.signatures.clone(),
     }
 }
 

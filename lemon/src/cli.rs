@@ -42,6 +42,7 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Ingest history into lemon.db: sacct, node events, spool exports, exclusions.
+    #[command(after_long_help = crate::ingest::job_logs::HELP)]
     Ingest(IngestArgs),
     /// Score nodes and print the flagged ones; changes nothing in Slurm.
     Score(ScoreArgs),

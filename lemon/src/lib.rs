@@ -17,6 +17,7 @@ pub mod error;
 pub mod fast_hash;
 pub mod ingest;
 pub mod job_state;
+pub mod log_verdicts;
 pub mod reliability;
 pub mod report;
 pub mod signals;

@@ -473,6 +473,7 @@ impl<'a> WindowPass<'a> {
             exit_code: row.exit_code()?,
             exit_signal: row.exit_signal()?,
             nodes: Vec::new(),
+            log: None,
         };
         self.failed
             .push((run, row.user()?.unwrap_or("").to_string()));
@@ -657,7 +658,8 @@ pub fn attribute_range_with(
             each,
         },
     )?;
-    let (exposure, mut users, runs) = pass.finish(conn)?;
+    let (exposure, mut users, mut runs) = pass.finish(conn)?;
+    crate::log_verdicts::attach(conn, t0, t1, &mut runs)?;
     users.add_failures(&runs);
     let evidence = load_evidence(conn, t0, t1)?;
     // Every run counts as at least an hour, as in the attribution's own
@@ -666,7 +668,8 @@ pub fn attribute_range_with(
         .iter()
         .map(|(&n, e)| (n, e.node_days.max(f64::from(e.jobs) / 24.0)))
         .collect();
-    let attributions = attribute::attribute_all(&runs, &evidence, &users, &node_days, p);
+    let mut attributions = attribute::attribute_all(&runs, &evidence, &users, &node_days, p);
+    crate::log_verdicts::annotate(conn, &runs, &mut attributions)?;
     Ok(Window {
         runs,
         attributions,

@@ -40,6 +40,10 @@ const LEMON: &[(&str, &str)] = &[
         "0005_job_node_ids.sql",
         include_str!("../migrations/lemon/0005_job_node_ids.sql"),
     ),
+    (
+        "0006_job_evidence.sql",
+        include_str!("../migrations/lemon/0006_job_evidence.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {

@@ -30,6 +30,9 @@ pub(super) fn first_pass(
     by_time: &mut ByTime,
     p: &AttributionParams,
 ) -> FirstPass {
+    if let Some(decided) = crate::log_verdicts::blame(run) {
+        return FirstPass::Done(decided);
+    }
     if let [node] = run.nodes[..] {
         let found = by_time.node_evidence(&run.nodes, run.end);
         if run.state == JobState::NodeFail {

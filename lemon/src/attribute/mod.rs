@@ -107,6 +107,8 @@ pub struct FailedRun {
     pub exit_signal: Option<i64>,
     /// The run's nodes, the one that held rank 0 (the first by name) first.
     pub nodes: Vec<i64>,
+    /// What the run's own logs said, when ingest read them (issue 36).
+    pub log: Option<crate::log_verdicts::LogVerdict>,
 }
 
 impl FailedRun {
@@ -159,6 +161,13 @@ pub enum Rule {
     AmongNodes,
     /// A multi-node run with no evidence.
     Unattributed,
+    /// The run's log names the node's hardware (issue 36): that node only.
+    JobLog,
+    /// The run's log shows the user's own failure: no node.
+    JobLogUser,
+    /// The run's log shows a hardware failure on a node it does not name:
+    /// hardware for the reliability report, blamed on no node.
+    JobLogUnlocalized,
 }
 
 impl Rule {
@@ -166,7 +175,10 @@ impl Rule {
     /// finding): not an inference from the weighing, which can be wrong and
     /// whose verdicts on one node lean on each other.
     pub fn witnessed(self) -> bool {
-        matches!(self, Rule::NodeFail | Rule::NodeEvent | Rule::Finding)
+        matches!(
+            self,
+            Rule::NodeFail | Rule::NodeEvent | Rule::Finding | Rule::JobLog
+        )
     }
 
     pub fn as_str(self) -> &'static str {
@@ -183,6 +195,9 @@ impl Rule {
             Rule::UserBurst => "user_burst",
             Rule::AmongNodes => "among_nodes",
             Rule::Unattributed => "unattributed",
+            Rule::JobLog => "job_log",
+            Rule::JobLogUser => "job_log_user",
+            Rule::JobLogUnlocalized => "job_log_unlocalized",
         }
     }
 }
@@ -208,7 +223,7 @@ impl Attribution {
     /// A hardware failure for the reliability report: blamed on a node, or
     /// on the hardware of a multi-node run's nodes together.
     pub fn is_hardware(&self) -> bool {
-        self.node.is_some() || self.rule == Rule::AmongNodes
+        self.node.is_some() || matches!(self.rule, Rule::AmongNodes | Rule::JobLogUnlocalized)
     }
 
     fn node(node: i64, rule: Rule, category: &str, detail: String) -> Attribution {

@@ -25,6 +25,7 @@ fn run(nodes: &[i64], exit: &str) -> FailedRun {
         exit_code: code.parse().ok(),
         exit_signal: signal.parse().ok(),
         nodes: nodes.to_vec(),
+        log: None,
     }
 }
 

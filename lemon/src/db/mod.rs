@@ -6,6 +6,7 @@ pub mod attributions;
 pub mod decisions;
 pub mod history;
 pub mod inventory;
+pub mod job_evidence;
 mod jobs;
 pub mod node_events;
 pub mod reliability;

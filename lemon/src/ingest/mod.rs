@@ -6,6 +6,7 @@
 
 pub mod events;
 pub mod exclusions;
+pub mod job_logs;
 pub mod sacct;
 pub mod spool;
 pub mod tickets;
@@ -52,6 +53,8 @@ pub struct IngestStats {
     pub time_zone: Option<String>,
     /// Anything else the reader of the summary should know.
     pub notes: Vec<String>,
+    /// Jobs: what the failed runs' logs said, and the logs skipped (issue 36).
+    pub job_logs: job_logs::JobLogStats,
 }
 
 /// Line numbers listed in a summary line; the rest are counted.
@@ -169,6 +172,7 @@ impl IngestReport {
                 ));
             }
             read.extend(st.notes.iter().cloned());
+            read.extend(st.job_logs.summary());
             if !read.is_empty() {
                 s.push_str(&format!("  {}\n", read.join("; ")));
             }
@@ -197,6 +201,8 @@ pub struct IngestContext<'a> {
     pub sacct_window_hours: u32,
     /// `[lemon] time_zone`: the zone of ISO times when `--time-zone` is not given.
     pub time_zone: Option<String>,
+    /// `[lemon] signatures`: the site's job-log signatures (issue 36).
+    pub signatures: Option<PathBuf>,
 }
 
 /// The zone ISO times in files are read in: `--time-zone`, then
@@ -220,8 +226,9 @@ pub fn ingest(
     let mut report = IngestReport::default();
     let now = ctx.now;
     let zone = resolve_zone(sources.time_zone.as_deref(), ctx.time_zone.as_deref())?;
+    let catalog = job_logs::load_catalog(ctx.signatures.as_deref())?;
 
-    let jobs = ingest_jobs(conn, sources, ctx, &zone);
+    let jobs = ingest_jobs(conn, sources, ctx, &zone, catalog);
     let events = ingest_events(conn, sources, ctx, &zone);
     let excl = ingest_exclusions(conn, sources, ctx);
     let spool = sources.spool_dir.as_ref().map(|dir| {
@@ -265,17 +272,19 @@ fn ingest_jobs(
     sources: &Sources,
     ctx: &IngestContext<'_>,
     zone: &Zone,
+    catalog: joblog::Catalog,
 ) -> SourceResult {
     let now = ctx.now;
     match &sources.sacct_file {
         Some(path) if path.as_os_str() == "-" => Some((
             "jobs (stdin)".into(),
-            sacct::ingest_reader_in(
+            sacct::ingest_reader_with(
                 conn,
                 BufReader::with_capacity(1 << 20, std::io::stdin()),
                 "stdin",
                 now,
                 zone,
+                Some(catalog),
             ),
         )),
         Some(path) => Some((
@@ -283,12 +292,13 @@ fn ingest_jobs(
             std::fs::File::open(path)
                 .map_err(|e| LemonError::io(path, e))
                 .and_then(|f| {
-                    sacct::ingest_reader_in(
+                    sacct::ingest_reader_with(
                         conn,
                         BufReader::with_capacity(1 << 20, f),
                         &path.display().to_string(),
                         now,
                         zone,
+                        Some(catalog),
                     )
                 }),
         )),
@@ -300,6 +310,7 @@ fn ingest_jobs(
                 now,
                 ctx.window_days,
                 ctx.sacct_window_hours,
+                Some(catalog),
             ),
         )),
         None => None,

@@ -24,10 +24,13 @@ pub enum Column {
     User,
     AllocTres,
     JobName,
+    StdOut,
+    StdErr,
+    Uid,
 }
 
 /// Every column with its name as sacct prints it in a header.
-const NAMES: [(Column, &str); 16] = [
+const NAMES: [(Column, &str); 19] = [
     (Column::JobIdRaw, "JobIDRaw"),
     (Column::JobId, "JobID"),
     (Column::NodeList, "NodeList"),
@@ -44,6 +47,9 @@ const NAMES: [(Column, &str); 16] = [
     (Column::User, "User"),
     (Column::AllocTres, "AllocTRES"),
     (Column::JobName, "JobName"),
+    (Column::StdOut, "StdOut"),
+    (Column::StdErr, "StdErr"),
+    (Column::Uid, "UID"),
 ];
 
 /// The fields of a file without a header, in this order: what lemon has

@@ -19,6 +19,7 @@ pub mod row;
 
 pub use row::gpus_of;
 
+use super::job_logs::JobLogs;
 use super::IngestStats;
 use crate::db::{self, NewRun, NodeIds, RunInserter};
 use crate::error::{LemonError, Result};
@@ -36,6 +37,14 @@ pub const SACCT_FIELDS: &str = layout::FIXED_FIELDS;
 pub const LIVE_FIELDS: &str = concat!(
     "JobIDRaw,JobID,NodeList,NNodes,State,ExitCode,DerivedExitCode,Submit,Start,End,ElapsedRaw,Partition,User,AllocTRES",
     ",JobName"
+);
+
+/// [`LIVE_FIELDS`] with the job's user id and log files (issue 36), free
+/// text before JobName. Slurm before 23.02 has no StdOut and refuses the
+/// whole call ("Invalid field requested"): lemon then asks again without.
+pub const LIVE_FIELDS_WITH_LOGS: &str = concat!(
+    "JobIDRaw,JobID,NodeList,NNodes,State,ExitCode,DerivedExitCode,Submit,Start,End,ElapsedRaw,Partition,User,AllocTRES",
+    ",UID,StdOut,StdErr,JobName"
 );
 
 /// Rows per transaction.
@@ -63,6 +72,12 @@ pub struct JobRow {
     pub alloc_tres: String,
     /// JobName, when the input has the column.
     pub job_name: Option<String>,
+    /// Where the job's output went (StdOut, StdErr: absolute, expanded
+    /// paths), when the input has them: read for its evidence (issue 36).
+    pub std_out: Option<String>,
+    pub std_err: Option<String>,
+    /// The job user's uid (UID), when the input has it: a log must be theirs.
+    pub uid: Option<u32>,
 }
 
 /// What a record of sacct output is.
@@ -101,6 +116,8 @@ pub struct JobWriter<'c> {
     batch_inserted: u64,
     max_end: Option<i64>,
     now: i64,
+    /// Failed runs of the open batch whose logs are read when it commits.
+    logs: JobLogs,
     /// What this writer has read and stored so far.
     pub stats: IngestStats,
 }
@@ -117,8 +134,15 @@ impl<'c> JobWriter<'c> {
             batch_inserted: 0,
             max_end: None,
             now,
+            logs: JobLogs::new(None),
             stats: IngestStats::default(),
         })
+    }
+
+    /// Classifies failed runs' logs with `catalog` rather than the defaults.
+    pub fn with_catalog(mut self, catalog: Option<joblog::Catalog>) -> Self {
+        self.logs = JobLogs::new(catalog);
+        self
     }
 
     /// Stores one parsed record that starts on line `number`; `where_` names
@@ -204,6 +228,7 @@ impl<'c> JobWriter<'c> {
             return Ok(());
         };
         self.batch_inserted += 1;
+        self.logs.note(job, r, &mut self.stats.job_logs);
         if single.is_some() {
             return Ok(());
         }
@@ -220,6 +245,7 @@ impl<'c> JobWriter<'c> {
         }
         self.in_batch = 0;
         self.batch_inserted = 0;
+        self.logs.clear();
         // Ids of nodes inserted by the rolled-back transaction are gone.
         self.nodes = NodeIds::load(self.conn)?;
         Ok(())
@@ -236,6 +262,8 @@ impl<'c> JobWriter<'c> {
             self.in_tx = true;
         }
         let marks = (|| -> Result<()> {
+            self.logs
+                .classify_pending(self.conn, &mut self.stats.job_logs)?;
             if let Some(end) = self.max_end {
                 db::set_watermark(self.conn, db::WM_JOBS_UNTIL, end, self.now, true)?;
             }
@@ -291,7 +319,20 @@ pub fn ingest_reader_in(
     now: i64,
     zone: &Zone,
 ) -> Result<IngestStats> {
-    let mut w = JobWriter::new(conn, now)?;
+    ingest_reader_with(conn, reader, name, now, zone, None)
+}
+
+/// [`ingest_reader_in`], classifying failed runs' logs with `catalog`
+/// (`None`: the default signatures).
+pub fn ingest_reader_with(
+    conn: &Connection,
+    reader: impl BufRead + Send,
+    name: &str,
+    now: i64,
+    zone: &Zone,
+    catalog: Option<joblog::Catalog>,
+) -> Result<IngestStats> {
+    let mut w = JobWriter::new(conn, now)?.with_catalog(catalog);
     let zone = *zone;
     std::thread::scope(|s| -> Result<IngestStats> {
         type Batch = Vec<reader::NumberedLine>;
@@ -367,10 +408,12 @@ pub fn ingest_from_slurm(
     now: i64,
     window_days: u32,
     step_hours: u32,
+    catalog: Option<joblog::Catalog>,
 ) -> Result<IngestStats> {
     let start = db::watermark(conn, db::WM_SACCT)?.unwrap_or(now - i64::from(window_days) * 86_400);
     let step = i64::from(step_hours.max(1)) * 3600;
-    let mut w = JobWriter::new(conn, now)?;
+    let mut w = JobWriter::new(conn, now)?.with_catalog(catalog);
+    let mut fields = LIVE_FIELDS_WITH_LOGS;
     let mut t0 = start;
     while t0 < now {
         let t1 = (t0 + step).min(now);
@@ -386,15 +429,21 @@ pub fn ingest_from_slurm(
             "-E",
             &e,
             "-o",
-            LIVE_FIELDS,
+            fields,
         ];
         let what = || format!("sacct -S {s} -E {e}");
-        let out = slurm
-            .run_with_env("sacct", &args, &[("SLURM_TIME_FORMAT", "%s")])
-            .map_err(|source| LemonError::Slurm {
+        let out = match slurm.run_with_env("sacct", &args, &[("SLURM_TIME_FORMAT", "%s")]) {
+            Err(source)
+                if fields != LIVE_FIELDS && source.to_string().contains("Invalid field") =>
+            {
+                fields = LIVE_FIELDS;
+                continue;
+            }
+            out => out.map_err(|source| LemonError::Slurm {
                 what: what(),
                 source,
-            })?;
+            })?,
+        };
         // Times are unix seconds (SLURM_TIME_FORMAT); the zone reads none.
         let mut records = Reader::new(out.stdout.as_bytes(), Zone::Local);
         loop {

@@ -279,6 +279,9 @@ pub fn parse_fields(f: &[&str], layout: &Layout, zone: &Zone) -> Result<Line, St
         alloc_tres: tres.to_string(),
         // Untrimmed: a job's name is what its user wrote.
         job_name: layout.get(f, Column::JobName).map(str::to_string),
+        std_out: log_path(layout.get(f, Column::StdOut)),
+        std_err: log_path(layout.get(f, Column::StdErr)),
+        uid: get(Column::Uid).and_then(|u| u.parse().ok()),
     })))
 }
 
@@ -295,6 +298,15 @@ fn nodes_of(nodelist: &str) -> Result<Vec<String>, String> {
         }
         list => hostlist::expand(list).map_err(|e| format!("NodeList: {e}")),
     }
+}
+
+/// A StdOut or StdErr field: `None` when empty. Untrimmed past its line
+/// end: a path may hold spaces.
+fn log_path(field: Option<&str>) -> Option<String> {
+    field
+        .map(|p| p.trim_end_matches(['\r', '\n']))
+        .filter(|p| !p.trim().is_empty())
+        .map(str::to_string)
 }
 
 fn time(field: Option<&str>, zone: &Zone) -> Result<Option<Instant>, String> {
