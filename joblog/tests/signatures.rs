@@ -240,10 +240,10 @@ fn a_bad_catalog_is_an_error_naming_the_file_the_signature_and_the_field() {
 #[test]
 fn the_readme_example_of_a_site_signature_loads_and_claims_its_line() {
     let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README-section.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
     let start = text
         .find("id = \"site-nccl-ofi-error\"")
-        .expect("the example is in the README section");
+        .expect("the example is in the README's signature catalog section");
     let toml = &text[start..start + text[start..].find("```").unwrap()];
     let catalog =
         Catalog::with_site_toml(&format!("[[signature]]\n{toml}"), "README example").unwrap();

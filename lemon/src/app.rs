@@ -4,7 +4,7 @@ use crate::act::{self, ActParams};
 use crate::attribute::AttributionParams;
 use crate::cli::{
     Cli, Command, Format, IngestArgs, ReleaseArgs, ReportArgs, RunArgs, ScoreArgs, SourceArgs,
-    TicketCommand,
+    TicketCommand, WatchArgs, WatchFormat,
 };
 use crate::db;
 use crate::decide::{self, Scores};
@@ -116,6 +116,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Run(args) => run_cmd(&ctx, &args),
         Command::Report(args) => report_cmd(&ctx, &args),
         Command::Ettr(args) => ettr_cmd(&ctx, &args),
+        Command::Watch(args) => watch_cmd(&ctx, &args),
         Command::Release(args) => release_cmd(&ctx, &args),
         Command::Ticket(t) => ticket_cmd(&ctx, t),
     }
@@ -260,6 +261,15 @@ fn reliability_text(
         &ctx.cfg.lemon,
         &attribution_params(&ctx.cfg),
     )?)
+}
+
+/// Exit 0 when the replay ran, whether it found anything or not.
+fn watch_cmd(ctx: &App, args: &WatchArgs) -> Result<u8> {
+    let json = args.format == WatchFormat::Json;
+    let (out, summary) = crate::watch::replay_file(&args.replay, &ctx.cfg.watch, json)?;
+    print!("{out}");
+    eprintln!("lemon watch: {summary}");
+    Ok(EXIT_OK)
 }
 
 fn ettr_cmd(ctx: &App, args: &EttrArgs) -> Result<u8> {

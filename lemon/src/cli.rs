@@ -4,6 +4,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+pub use crate::report::Format;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "lemon",
@@ -55,6 +57,8 @@ pub enum Command {
     /// Repair tickets: open, close, import.
     #[command(subcommand)]
     Ticket(TicketCommand),
+    /// The faulty machine of a job, from its nodes' metrics compared with each other (after Minder).
+    Watch(WatchArgs),
     /// Expected ETTR of one job: the reliability paper's formula, and the checkpoint interval a target needs.
     Ettr(crate::reliability::cli::EttrArgs),
 }
@@ -91,15 +95,24 @@ pub struct IngestArgs {
     pub source: SourceArgs,
 }
 
-/// Output formats of scores and reports.
+#[derive(Debug, Args, Clone)]
+pub struct WatchArgs {
+    /// Replay recorded samples: a CSV file with the header `time,job,node,metric,value`
+    /// (unix seconds, rows in time order). The detector sees each row as it would live.
+    #[arg(long, value_name = "FILE")]
+    pub replay: PathBuf,
+    /// `json`: stdout carries only the array of detections (`[]` when none).
+    #[arg(long, value_enum, default_value_t)]
+    pub format: WatchFormat,
+}
+
+/// Output formats of `lemon watch`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
-pub enum Format {
+pub enum WatchFormat {
+    /// One line per detection: job, node, time, score, metrics.
     #[default]
     Text,
     Json,
-    Markdown,
-    /// One self-contained page (with `report --reliability`: inline SVG charts).
-    Html,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -2,7 +2,6 @@
 //! the history of lemon decisions; as text, JSON or Markdown.
 
 use crate::act::ActReport;
-use crate::cli::Format;
 use crate::db;
 use crate::decide::{fmt_value, Scores, Verdict, P_FLOOR};
 use crate::error::Result;
@@ -13,6 +12,17 @@ use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// Output formats of scores and reports.
+#[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+    Markdown,
+    /// One self-contained page (with `report --reliability`: inline SVG charts).
+    Html,
+}
 
 pub use crate::db::decisions::{recent as decisions, Decision};
 pub use crate::db::inventory::{firmware_versions as versions, Version};

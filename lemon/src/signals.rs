@@ -659,7 +659,7 @@ pub fn attribute_range_with(
         },
     )?;
     let (exposure, mut users, mut runs) = pass.finish(conn)?;
-    crate::log_verdicts::attach(conn, t0, t1, &mut runs)?;
+    crate::attribute::job_log::attach(conn, t0, t1, &mut runs)?;
     users.add_failures(&runs);
     let evidence = load_evidence(conn, t0, t1)?;
     // Every run counts as at least an hour, as in the attribution's own
@@ -669,7 +669,7 @@ pub fn attribute_range_with(
         .map(|(&n, e)| (n, e.node_days.max(f64::from(e.jobs) / 24.0)))
         .collect();
     let mut attributions = attribute::attribute_all(&runs, &evidence, &users, &node_days, p);
-    crate::log_verdicts::annotate(conn, &runs, &mut attributions)?;
+    crate::attribute::job_log::annotate(conn, &runs, &mut attributions)?;
     Ok(Window {
         runs,
         attributions,

@@ -18,6 +18,44 @@ pub struct ReplayOutcome {
     pub counts: Counts,
 }
 
+impl ReplayOutcome {
+    /// The detections as the JSON array (`[]` when none), one line
+    /// per detection in text otherwise.
+    pub fn render(&self, json: bool) -> String {
+        if json {
+            let array = serde_json::to_string_pretty(&self.detections)
+                .expect("detections are plain strings and numbers");
+            return array + "\n";
+        }
+        self.detections
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {} {} score {} ({})\n",
+                    d.job,
+                    d.node,
+                    d.detected_at,
+                    d.score,
+                    d.metrics.join(",")
+                )
+            })
+            .collect()
+    }
+
+    /// What was read and skipped, for stderr.
+    pub fn summary(&self) -> String {
+        let c = &self.counts;
+        format!(
+            "{} rows, {} jobs, {} detections; skipped: {} NaN or infinite, {} first after an exporter gap",
+            self.rows,
+            c.jobs,
+            self.detections.len(),
+            c.non_finite,
+            c.after_gap
+        )
+    }
+}
+
 /// Why a replay stopped. Nothing was reported: the caller prints only an outcome.
 #[derive(Debug, Error)]
 pub enum ReplayError {

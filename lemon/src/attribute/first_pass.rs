@@ -30,7 +30,7 @@ pub(super) fn first_pass(
     by_time: &mut ByTime,
     p: &AttributionParams,
 ) -> FirstPass {
-    if let Some(decided) = crate::log_verdicts::blame(run) {
+    if let Some(decided) = super::job_log::blame(run) {
         return FirstPass::Done(decided);
     }
     if let [node] = run.nodes[..] {

@@ -66,6 +66,7 @@
 mod evidence;
 mod first_pass;
 mod hazards;
+pub mod job_log;
 mod users;
 
 pub use evidence::{category_of_code, known_category, Evidence, Mark};
@@ -108,7 +109,7 @@ pub struct FailedRun {
     /// The run's nodes, the one that held rank 0 (the first by name) first.
     pub nodes: Vec<i64>,
     /// What the run's own logs said, when ingest read them (issue 36).
-    pub log: Option<crate::log_verdicts::LogVerdict>,
+    pub log: Option<job_log::LogVerdict>,
 }
 
 impl FailedRun {

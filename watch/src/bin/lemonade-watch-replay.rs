@@ -1,5 +1,6 @@
 //! `lemonade-watch-replay FILE [--format json|text] [--config PATH]`: what
-//! `lemon watch --replay FILE` does, for testing the library on its own.
+//! `lemon watch --replay FILE` does (the same library calls), for testing
+//! the library without lemon.
 //!
 //! With `--format json`, stdout carries only the JSON array of detections
 //! (`[]` when none). Nothing is printed before the whole file has been read,
@@ -44,33 +45,9 @@ fn run() -> Result<()> {
     let input = std::fs::File::open(&file).with_context(|| format!("cannot open {file}"))?;
     let outcome =
         replay(std::io::BufReader::new(input), &settings).with_context(|| file.clone())?;
-    let text = if json {
-        serde_json::to_string_pretty(&outcome.detections)? + "\n"
-    } else {
-        outcome
-            .detections
-            .iter()
-            .map(|d| {
-                format!(
-                    "{} {} {} score {} ({})\n",
-                    d.job,
-                    d.node,
-                    d.detected_at,
-                    d.score,
-                    d.metrics.join(",")
-                )
-            })
-            .collect()
-    };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
-    let c = outcome.counts;
-    eprintln!(
-        "{} rows, {} jobs, {} detections; skipped: {} NaN or infinite, {} first after an exporter gap",
-        outcome.rows,
-        c.jobs,
-        outcome.detections.len(),
-        c.non_finite,
-        c.after_gap
-    );
+    std::io::stdout()
+        .lock()
+        .write_all(outcome.render(json).as_bytes())?;
+    eprintln!("{}", outcome.summary());
     Ok(())
 }

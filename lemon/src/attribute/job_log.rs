@@ -10,7 +10,7 @@
 //!   report, blamed on no node;
 //! * `unknown`, or no log: the exit-code model, unchanged.
 
-use crate::attribute::{Attribution, FailedRun, Rule};
+use super::{Attribution, FailedRun, Rule};
 use crate::error::Result;
 use crate::job_state::JobState;
 use lemonade_sql::rusqlite::Connection;

@@ -1,0 +1,93 @@
+//! `lemon watch --replay FILE`: the in-job faulty-machine detector
+//! (`lemonade_watch`, after Minder) over recorded metric samples.
+//!
+//! The file may come from users (a job's exporter dump), and lemon runs as
+//! root: it is opened without following a symlink and must be a regular
+//! file. The replay streams it with a cap on each line, so its size costs
+//! time, not memory. Nothing is printed before the whole file has been read:
+//! a bad row leaves stdout empty.
+
+use crate::error::{LemonError, Result};
+use lemonade_config::WatchSettings;
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use std::fs::File;
+use std::io::BufReader;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The detections of a replay of `path`, rendered (JSON: only the array),
+/// and the summary of what was read and skipped, for stderr.
+pub fn replay_file(path: &Path, settings: &WatchSettings, json: bool) -> Result<(String, String)> {
+    let file = open_plain(path)?;
+    let outcome = lemonade_watch::replay(BufReader::with_capacity(1 << 20, file), settings)
+        .map_err(|e| LemonError::Usage(format!("{}: {e}", path.display())))?;
+    Ok((outcome.render(json), outcome.summary()))
+}
+
+/// Opens `path` for reading if it is a regular file reached without a
+/// symlink as its last component (a FIFO would block, a device never end).
+fn open_plain(path: &Path) -> Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == Errno::ELOOP as i32 => LemonError::Usage(format!(
+                "{}: is a symlink; give the file itself",
+                path.display()
+            )),
+            _ => LemonError::io(path, e),
+        })?;
+    let meta = file.metadata().map_err(|e| LemonError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(LemonError::Usage(format!(
+            "{}: not a regular file; give a CSV file of metric samples",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "time,job,node,metric,value\n";
+
+    #[test]
+    fn a_replay_with_nothing_to_find_prints_an_empty_json_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.csv");
+        let mut text = HEADER.to_string();
+        for t in 0..30 {
+            for n in ["a", "b", "c", "d"] {
+                text += &format!("{},4419021_7,{n},gpu_util,{}\n", 1_700_000_000 + t * 10, 95);
+            }
+        }
+        std::fs::write(&path, text).unwrap();
+        let (out, summary) = replay_file(&path, &WatchSettings::default(), true).unwrap();
+        assert_eq!(out.trim(), "[]");
+        assert!(summary.starts_with("120 rows, 1 jobs"), "{summary}");
+    }
+
+    #[test]
+    fn a_symlink_a_fifo_and_a_bad_row_are_refused_with_the_path_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.csv");
+        std::fs::write(&real, format!("{HEADER}1,7,a,gpu_util,oops\n")).unwrap();
+        let err = replay_file(&real, &WatchSettings::default(), true).unwrap_err();
+        assert!(err.to_string().contains("real.csv"), "{err}");
+        assert!(err.to_string().contains("line 2"), "{err}");
+
+        let link = dir.path().join("link.csv");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = replay_file(&link, &WatchSettings::default(), true).unwrap_err();
+        assert!(err.to_string().contains("symlink"), "{err}");
+
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = replay_file(&fifo, &WatchSettings::default(), true).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+}
