@@ -11,6 +11,7 @@ use super::gpus::{gpu_at, gpu_of, Gpu};
 use super::kernel_log;
 use super::kmsg::{Cursor, KmsgRecord, ReadSummary};
 use super::parse::{self, Nvrm, Recovery, XidLine};
+use super::tally::{clip, MAX_TEXT};
 use crate::check::Event;
 use crate::finding::Finding;
 use lemonade_config::{Severity, XidSettings};
@@ -28,8 +29,6 @@ pub const KMSG_RECORDS_LOST: &str = "KMSG_RECORDS_LOST";
 const MAX_TALLIES: usize = 512;
 /// Unreadable lines remembered at most.
 const MAX_PROBLEMS: usize = 16;
-/// Longest driver text kept per tally and per event.
-const MAX_TEXT: usize = 240;
 
 /// Everything `gather` read.
 #[derive(Debug, Clone, Default)]
@@ -315,13 +314,6 @@ fn place(record: &KmsgRecord) -> String {
     match record.line {
         Some(line) => format!("line {line} (seq {})", record.seq),
         None => format!("seq {}", record.seq),
-    }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
     }
 }
 

@@ -12,6 +12,7 @@ use super::gpus::gpu_of;
 use super::kmsg::KmsgRecord;
 use super::parse::normalize_bus;
 use super::sxid;
+use super::tally::{self, clip, MAX_TEXT};
 use crate::check::Event;
 use crate::finding::Finding;
 use lemonade_config::{Action, KernelFaultSettings, Severity, WindowsBySeverity};
@@ -30,8 +31,6 @@ pub const SXID_PREFIX: &str = "SXID_";
 
 /// Tallies kept at most (the oldest go first).
 const MAX_TALLIES: usize = 256;
-/// Longest line text kept.
-const MAX_TEXT: usize = 240;
 
 /// What one line says: the finding's code and entity, and for SXids the
 /// driver's word on fatality.
@@ -248,7 +247,7 @@ pub fn fold(
     t.last_at = t.last_at.max(at);
     // A line that repeats (a task hung for hours) costs no new text.
     if t.text != line {
-        t.text = clip(line);
+        t.text = clip(line, MAX_TEXT);
     }
     let detail = first.then(|| t.text.clone());
     t.fatal = fault.fatal.or(t.fatal);
@@ -304,31 +303,15 @@ pub fn findings(
         } else {
             t.last_at
         };
-        let counts = match severity {
-            Severity::Ok => false,
-            Severity::Down => true,
-            Severity::Drain => now - since <= windows.drain as i64,
-            Severity::Warning | Severity::Unknown => now - since <= windows.warning as i64,
-        };
         let told = t.code == GPU_FELL_OFF_BUS && xid79_entities.contains(&t.entity);
-        if !counts || told {
+        if !tally::still_counts(severity, since, windows, now) || told {
             continue;
         }
-        out.push(
-            Finding::new("xid", &t.entity, &t.code, severity)
-                .actual(format!("{} since boot", t.count))
-                .action(action)
-                .message(format!("{} x{}: `{}`", t.entity, t.count, t.text)),
-        );
+        out.push(tally::finding(
+            &t.entity, &t.code, severity, action, t.count, &t.text,
+        ));
     }
     out
-}
-
-fn clip(text: &str) -> String {
-    match text.char_indices().nth(MAX_TEXT) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
 }
 
 #[cfg(test)]

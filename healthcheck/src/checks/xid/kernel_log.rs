@@ -6,6 +6,7 @@
 //! kept in the XID state, and judged with the XIDs' windows.
 
 use super::kmsg::KmsgRecord;
+use super::tally::{self, clip, MAX_TEXT};
 use crate::check::Event;
 use crate::finding::Finding;
 use lemonade_config::{Action, KernelLogSettings, Severity, WindowsBySeverity};
@@ -21,8 +22,6 @@ pub const NFS_NOT_RESPONDING: &str = "NFS_NOT_RESPONDING";
 
 /// Tallies kept at most (the oldest go first).
 const MAX_TALLIES: usize = 256;
-/// Longest line text kept.
-const MAX_TEXT: usize = 240;
 
 /// What one kernel log line says, if anything we watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,7 +198,7 @@ pub fn fold(
             None
         }
         Match::Problem(code, entity) => {
-            let text = clip(record.message.trim());
+            let text = clip(record.message.trim(), MAX_TEXT);
             match tallies
                 .iter_mut()
                 .find(|t| t.code == code && t.entity == entity)
@@ -250,13 +249,7 @@ pub fn findings(
     let mut out = Vec::new();
     for t in tallies {
         let severity = severity_of(&t.code, settings);
-        let counts = match severity {
-            Severity::Ok => false,
-            Severity::Down => true,
-            Severity::Drain => now - t.last_at <= windows.drain as i64,
-            Severity::Warning | Severity::Unknown => now - t.last_at <= windows.warning as i64,
-        };
-        if !counts {
+        if !tally::still_counts(severity, t.last_at, windows, now) {
             continue;
         }
         let action = if t.code == NFS_NOT_RESPONDING {
@@ -264,21 +257,11 @@ pub fn findings(
         } else {
             Action::Repair
         };
-        out.push(
-            Finding::new("xid", &t.entity, &t.code, severity)
-                .actual(format!("{} since boot", t.count))
-                .action(action)
-                .message(format!("{} x{}: `{}`", t.entity, t.count, t.text)),
-        );
+        out.push(tally::finding(
+            &t.entity, &t.code, severity, action, t.count, &t.text,
+        ));
     }
     out
-}
-
-fn clip(text: &str) -> String {
-    match text.char_indices().nth(MAX_TEXT) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
 }
 
 #[cfg(test)]

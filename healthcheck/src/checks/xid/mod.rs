@@ -28,6 +28,7 @@ pub mod kernel_log;
 pub mod kmsg;
 pub mod parse;
 pub mod sxid;
+pub mod tally;
 
 use crate::check::{
     previous_state, Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView,
