@@ -10,6 +10,7 @@
 use crate::db::job_evidence::{self, StoredVerdict};
 use crate::error::{LemonError, Result};
 use crate::ingest::sacct::JobRow;
+use crate::job_state::JobState;
 use joblog::{Catalog, JobLayout, Limits, LogTail, Skip};
 use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
@@ -19,15 +20,14 @@ use std::path::{Path, PathBuf};
 /// The states of a run whose logs are read: it ended badly, and its output
 /// may say why. (Blame counts FAILED and NODE_FAIL; the others' verdicts are
 /// shown in reports.)
-const READ_STATES: [&str; 6] = [
-    "FAILED",
-    "NODE_FAIL",
-    "TIMEOUT",
-    "OUT_OF_MEMORY",
-    "CANCELLED",
-    "BOOT_FAIL",
+const READ_STATES: [JobState; 6] = [
+    JobState::Failed,
+    JobState::NodeFail,
+    JobState::Timeout,
+    JobState::OutOfMemory,
+    JobState::Cancelled,
+    JobState::BootFail,
 ];
-
 /// What the ingest did with failed runs' logs, for its summary.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct JobLogStats {
@@ -112,7 +112,7 @@ impl JobLogs {
 
     /// Notes a run just stored as `jobs.id = job`, when it failed and names logs.
     pub fn note(&mut self, job: i64, r: &JobRow, stats: &mut JobLogStats) {
-        if !READ_STATES.contains(&r.state.as_str()) {
+        if !READ_STATES.contains(&JobState::from_sacct(&r.state)) {
             return;
         }
         let mut paths: Vec<PathBuf> = Vec::new();
