@@ -20,5 +20,6 @@ pub mod job_state;
 pub mod reliability;
 pub mod report;
 pub mod signals;
+pub mod stats;
 pub mod time_zone;
 pub mod watch;

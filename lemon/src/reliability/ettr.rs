@@ -5,7 +5,7 @@
 //! with N nodes, r_f failures per node per unit time, checkpoint interval
 //! Δt, restart overhead u0, queue time q and productive runtime R.
 
-use super::stats::median;
+use crate::stats::median;
 use super::{JobRecord, ReportParams};
 use serde::Serialize;
 

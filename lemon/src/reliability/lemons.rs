@@ -1,7 +1,7 @@
 //! The lemon section: the current lemon list and each signal's distribution
 //! over the fleet (a CDF, as the paper's Figure 11) with its threshold.
 
-use super::stats::quantile_sorted;
+use crate::stats::quantile_sorted;
 use super::{LemonEntry, SignalValues};
 use serde::Serialize;
 

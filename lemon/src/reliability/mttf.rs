@@ -1,7 +1,7 @@
 //! MTTF by job size: empirical (runtime over failures, with a chi-square
 //! interval) next to the projection 1/(N·r_f).
 
-use super::stats::chi2_quantile_even;
+use crate::stats::chi2_quantile_even;
 use super::{JobRecord, ReportParams};
 use serde::Serialize;
 

@@ -10,7 +10,7 @@
 //! still counts its remediations and its return, but has no time out of
 //! service. Incidents still open at the range's end did not return.
 
-use super::stats::median;
+use crate::stats::median;
 use super::{ratio, TimeRange, DAY_S};
 use chrono::{DateTime, Utc};
 use lemonade_slurm::reason::{self, ReasonOwner};
