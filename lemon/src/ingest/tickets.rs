@@ -142,7 +142,10 @@ mod tests {
         let s = import_csv(&mut conn, &csv).unwrap();
         assert_eq!((s.rows_read, s.inserted, s.skipped), (2, 1, 1), "{s:?}");
         let (at, why) = &s.errors[0];
-        assert!(at.ends_with("t.csv:4"), "the bad row starts on line 4: {at}");
+        assert!(
+            at.ends_with("t.csv:4"),
+            "the bad row starts on line 4: {at}"
+        );
         assert!(why.starts_with("opened_at: "), "{why}");
         let all = list(&conn, true).unwrap();
         assert_eq!(all.len(), 1, "{all:?}");
