@@ -14,9 +14,9 @@
 //! record is taken, and scontrol prints the real one after the name. The
 //! caller still reads a log only as the job's user.
 //!
-//! scontrol expands `%A %a %j %u %x` itself (22.05 and later) and leaves
-//! the rest; [`expand_pattern`] does the remainder from sacct's facts and
-//! refuses what it cannot know.
+//! scontrol expands the job's own patterns (`%j`, seen on 22.05) but prints
+//! `%N` and `%%` as written (`/s/out-12-%N-%%.log`); [`expand_pattern`] does
+//! the remainder from sacct's facts and refuses what it cannot know.
 
 use crate::command::{CommandError, SlurmCommands};
 use std::collections::BTreeSet;
@@ -99,7 +99,9 @@ pub struct PatternJob<'a> {
     pub user: Option<&'a str>,
     /// `%x`: the job's name.
     pub name: Option<&'a str>,
-    /// `%N`: the node of the batch step, the allocation's first.
+    /// `%N`: the node of the batch step, the allocation's first. Slurm
+    /// writes that node's short host name, the node's name on most clusters;
+    /// where `NodeHostname` differs, the file is not found (`no_log`).
     pub first_node: Option<&'a str>,
 }
 

@@ -330,8 +330,9 @@ JOB LOGS (issue 36)
 
 For every run that ended FAILED, NODE_FAIL, TIMEOUT, OUT_OF_MEMORY, CANCELLED or \
 BOOT_FAIL, ingest reads the tail of the files that sacct's StdOut and StdErr columns \
-name (Slurm 23.02 and later, or a headed --sacct-file dump with StdOut, StdErr and \
-UID) and gives the run one verdict: user (never counts against a node, NODE_FAIL \
+name (Slurm 23.02 and later, asked with --expand-patterns, or a headed --sacct-file \
+dump with StdOut, StdErr and UID; on older Slurm, `scontrol show job ID` while \
+slurmctld still holds the job, MinJobAge after it ended) and gives the run one verdict: user (never counts against a node, NODE_FAIL \
 excepted), hardware on NODE (counts against that node only), hardware not localized \
 (a hardware failure blamed on no node), or unknown (the exit-code model decides). \
 The verdict and up to two evidence lines are stored in lemon.db and shown by \
@@ -340,7 +341,8 @@ The verdict and up to two evidence lines are stored in lemon.db and shown by \
 A log is read only as a regular file of the job's uid, reached through no symbolic \
 link and no directory another user can change, within 3 s and at most its last \
 256 KiB; a log that breaks a rule is skipped and counted by reason in the summary \
-(no_log, symlink, not_regular, wrong_owner, unsafe_parent, too_slow, ...).
+(no_log, symlink, not_regular, wrong_owner, unsafe_parent, too_slow, \
+unknown_user, unknown_pattern, ...).
 
 SIGNATURES
 
