@@ -21,4 +21,5 @@ pub mod reliability;
 pub mod report;
 pub mod signals;
 pub mod time_zone;
+pub mod trace;
 pub mod watch;
