@@ -344,6 +344,28 @@ mod tests {
     }
 
     #[test]
+    fn p2p_entries_are_left_out_and_a_bad_state_or_version_is_named() {
+        let mut p2p = entry(1, "completed");
+        if let Value::Dict(pairs) = &mut p2p {
+            pairs.push((s("is_p2p"), Value::Bool(true)));
+        }
+        let dump = Value::Dict(vec![(
+            s("entries"),
+            Value::List(vec![p2p, entry(5, "started")]),
+        )]);
+        let g = &summarize(0, &dump).unwrap().groups["0"];
+        assert_eq!(g.collectives.len(), 1);
+        assert_eq!(g.collectives[0].seq, 5);
+
+        let dump = Value::Dict(vec![(s("entries"), Value::List(vec![entry(5, "stuck")]))]);
+        let e = summarize(0, &dump).unwrap_err();
+        assert_eq!(e.to_string(), "entries[0].state: unknown state \"stuck\"");
+        let dump = Value::Dict(vec![(s("version"), Value::Float(2.1))]);
+        assert_eq!(summarize(0, &dump).unwrap_err().key, "version");
+        assert!(summarize(0, &Value::List(vec![])).is_err());
+    }
+
+    #[test]
     fn pg_status_minus_one_means_none_yet() {
         let status = Value::Dict(vec![(
             s("0"),

@@ -271,6 +271,9 @@ pub struct JobSpec {
     pub timing: bool,
     /// This rank never enters `last_seq`; everyone else waits in it.
     pub hung_rank: Option<u32>,
+    /// The hung rank did enqueue `last_seq`, but its kernel never started
+    /// (a GPU stuck on earlier work) rather than its CPU never getting there.
+    pub hung_enqueued: bool,
     /// This rank arrives `straggler_lag_ms` late at every collective.
     pub straggler: Option<u32>,
     pub straggler_lag_ms: f64,
@@ -285,6 +288,7 @@ impl Default for JobSpec {
             ring: 20,
             timing: false,
             hung_rank: None,
+            hung_enqueued: false,
             straggler: None,
             straggler_lag_ms: 30.0,
             seed: 1,
@@ -323,9 +327,10 @@ fn rank_entries(spec: &JobSpec, rank: u32, rng: &mut Lcg) -> Vec<EntrySpec> {
     let mut out = Vec::new();
     for seq in first..=spec.last_seq {
         let is_last = seq == spec.last_seq;
-        if is_last && hung {
+        if is_last && hung && !spec.hung_enqueued {
             break; // never enqueued: this rank is stuck before it
         }
+        let stuck = is_last && hung;
         let jitter_ns = (rng.next() * 1e6) as i64;
         let lag_ns = if late {
             (spec.straggler_lag_ms * 1e6) as i64
@@ -352,7 +357,7 @@ fn rank_entries(spec: &JobSpec, rank: u32, rng: &mut Lcg) -> Vec<EntrySpec> {
             }
             .to_string(),
             created_ns: created,
-            started_ns: Some(started),
+            started_ns: (!stuck).then_some(started),
             completed_ns: (!waits).then_some(done),
             duration_ms: (spec.timing && !waits).then_some(duration),
             numel: 1 << 20,

@@ -172,7 +172,7 @@ pub fn parse(input: &[u8], limits: &Limits) -> Result<Value, PickleError> {
     };
     let root = machine.run()?;
     // Count first, so that an expansion over the cap costs no allocation.
-    machine.expanded_size(root, 0, &mut HashMap::new())?;
+    machine.expanded_size(root, 0, &mut vec![0; machine.arena.len()])?;
     let mut budget = limits.max_values;
     machine.materialize(root, 0, &mut budget)
 }
@@ -606,32 +606,43 @@ impl<'a> Machine<'a> {
 
     /// How many values the tree under `i` has once shared nodes are copied;
     /// an error past [`Limits::max_values`] or [`Limits::max_depth`]. Each
-    /// node is counted once (`sizes`), so this costs the arena's size.
+    /// node is counted once (`sizes`, 0 for not yet), so this costs the
+    /// arena's size.
     fn expanded_size(
         &self,
         i: usize,
         depth: usize,
-        sizes: &mut HashMap<usize, usize>,
+        sizes: &mut [usize],
     ) -> Result<usize, PickleError> {
         if depth > self.limits.max_depth {
             return self.fail(Problem::TooDeep(self.limits.max_depth));
         }
-        if let Some(&n) = sizes.get(&i) {
-            return Ok(n);
+        if sizes[i] != 0 {
+            return Ok(sizes[i]);
         }
-        let children: Vec<usize> = match &self.arena[i] {
-            Node::Scalar(_) => Vec::new(),
-            Node::List(items) | Node::Tuple(items) => items.clone(),
-            Node::Dict(pairs) => pairs.iter().flat_map(|&(k, v)| [k, v]).collect(),
-        };
         let mut total = 1usize;
-        for c in children {
+        let mut add = |c: usize, sizes: &mut [usize]| -> Result<(), PickleError> {
             total = total.saturating_add(self.expanded_size(c, depth + 1, sizes)?);
             if total > self.limits.max_values {
                 return self.fail(Problem::TooManyValues(self.limits.max_values));
             }
+            Ok(())
+        };
+        match &self.arena[i] {
+            Node::Scalar(_) => {}
+            Node::List(items) | Node::Tuple(items) => {
+                for &c in items {
+                    add(c, sizes)?;
+                }
+            }
+            Node::Dict(pairs) => {
+                for &(k, v) in pairs {
+                    add(k, sizes)?;
+                    add(v, sizes)?;
+                }
+            }
         }
-        sizes.insert(i, total);
+        sizes[i] = total;
         Ok(total)
     }
 

@@ -45,6 +45,24 @@ fn in_a_hang_across_64_ranks_the_one_rank_behind_is_named_with_its_node() {
 }
 
 #[test]
+fn a_rank_that_enqueued_the_collective_but_never_started_it_is_named_too() {
+    let spec = JobSpec {
+        hung_rank: Some(40),
+        hung_enqueued: true,
+        ..Default::default()
+    };
+    let a = analyze(&summaries(&spec), Some(&layout()), &Params::default());
+    assert_eq!(a.hangs.len(), 1, "{a}");
+    let b = &a.hangs[0].ranks[0];
+    assert_eq!((b.rank, b.node.as_deref()), (40, Some("gpu006")));
+    assert_eq!(
+        (b.last_enqueued, b.last_started),
+        (Some(18231), Some(18230))
+    );
+    assert!(a.to_string().contains("last enqueued: seq 18231"), "{a}");
+}
+
+#[test]
 fn with_timing_the_straggler_is_named_by_its_short_durations() {
     let spec = JobSpec {
         timing: true,

@@ -35,6 +35,22 @@ fn code_running_opcodes_are_refused_by_name_and_offset() {
         assert!(e.to_string().contains(name), "{e}");
         assert!(e.to_string().contains("not plain data"), "{e}");
     }
+    // Every other opcode that makes objects, by name.
+    for (code, name) in [
+        (0x92u8, "NEWOBJ_EX"),
+        (b'Q', "BINPERSID"),
+        (0x82, "EXT1"),
+        (0x83, "EXT2"),
+        (0x84, "EXT4"),
+        (0x97, "NEXT_BUFFER"),
+        (0x98, "READONLY_BUFFER"),
+        (0x8f, "EMPTY_SET"),
+        (0x91, "FROZENSET"),
+    ] {
+        let e = err_of(&[0x80, 4, b'N', code, b'.']);
+        assert_eq!(e.offset, 3, "{name}");
+        assert!(e.to_string().contains(name), "{e}");
+    }
     let e = err_of(b"\x80\x02P1\n.");
     assert!(e.to_string().contains("PERSID"), "{e}");
     let e = err_of(b"\x80\x02o.");
