@@ -194,6 +194,20 @@ mod tests {
     }
 
     #[test]
+    fn read_head_returns_one_byte_past_the_cap_so_the_caller_sees_it_is_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nccl_trace_rank_0");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let t = std::time::Duration::from_secs(5);
+        assert_eq!(read_head(&path, my_uid(), 20, t).unwrap(), b"0123456789");
+        assert_eq!(read_head(&path, my_uid(), 4, t).unwrap(), b"01234");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert_eq!(read_head(&link, my_uid(), 20, t), Err(Skip::Symlink));
+        assert_eq!(read_head(&path, my_uid() + 1, 20, t), Err(Skip::WrongOwner));
+    }
+
+    #[test]
     fn every_skip_has_a_distinct_short_name() {
         let all = [
             Skip::NoLog,
