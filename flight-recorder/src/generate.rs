@@ -8,10 +8,18 @@
 //! memoized only when it is shared (the frame dicts, one per distinct stack
 //! frame, referenced from every entry whose stack holds it), after it is
 //! complete; dicts as `EMPTY_DICT MARK k v ... SETITEMS`, lists as
-//! `EMPTY_LIST MARK ... APPENDS`, tuples as `MARK ... TUPLE`; ints as
+//! `EMPTY_LIST MARK ... APPENDS`, tuples of 1 to 3 items as `TUPLE1` to
+//! `TUPLE3` (the `process_group` pair is a `TUPLE2`), longer ones as
+//! `MARK ... TUPLE`; ints as
 //! `BININT1`, `BININT2`, `BININT` or an 8-byte `LONG1`; floats as big-endian
 //! `BINFLOAT`. Python's own pickler (protocol 4: FRAME, MEMOIZE,
 //! SHORT_BINUNICODE) is covered by the fixtures in `tests/fixtures/`.
+//!
+//! `pickle_str` in `TraceUtils.h` builds the pickler with type tags off
+//! (its last argument, `false`), and the dump's lists and dicts are
+//! `c10::List<IValue>`/`c10::Dict<IValue, IValue>` of `AnyType`, so no
+//! `GLOBAL ... REDUCE` (type tags, `build_intlist`) appears in a real dump,
+//! which is what lets the reader refuse them all.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -99,9 +107,20 @@ impl Pickler {
                 }
             }
             P::Tuple(items) => {
-                self.out.push(b'(');
+                if items.is_empty() {
+                    return self.out.push(b')');
+                }
+                let small = items.len() <= 3;
+                if !small {
+                    self.out.push(b'(');
+                }
                 items.iter().for_each(|i| self.push(i));
-                self.out.push(b't');
+                // TUPLE1, TUPLE2, TUPLE3, else MARK ... TUPLE.
+                self.out.push(if small {
+                    0x84 + items.len() as u8
+                } else {
+                    b't'
+                });
             }
             P::Dict(pairs) => {
                 self.out.push(b'}');
