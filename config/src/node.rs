@@ -98,6 +98,13 @@ impl StoreSettings {
     pub fn spank_marker_path(&self, job_id: &str) -> PathBuf {
         self.state_dir().join("spank").join(job_id)
     }
+
+    /// Where a job's ranks write their NCCL flight-recorder dumps on this
+    /// node (issue 32): one directory per job, made by the SPANK plugin and
+    /// owned by the job's user, under one that root owns.
+    pub fn flight_recorder_dir(&self, job_id: &str) -> PathBuf {
+        self.state_dir().join("flight-recorder").join(job_id)
+    }
 }
 
 /// `[spool]`: the per-node export that the head node's `lemon` reads.

@@ -23,6 +23,6 @@ pub use catalog::{Catalog, CatalogError, Class, Component, Localize, Signature, 
 pub use classify::{classify, Verdict, VerdictKind, MAX_EVIDENCE};
 pub use evidence::EVIDENCE_CHARS;
 pub use layout::JobLayout;
-pub use read::{read_tail, read_tails, stalled_now, Skip};
+pub use read::{read_head, read_tail, read_tails, stalled_now, Skip};
 pub use scan::Hit;
 pub use tail::{Limits, LogTail};

@@ -4,7 +4,7 @@ use crate::act::{self, ActParams};
 use crate::attribute::AttributionParams;
 use crate::cli::{
     Cli, Command, Format, IngestArgs, ReleaseArgs, ReportArgs, RunArgs, ScoreArgs, SourceArgs,
-    TicketCommand, WatchArgs, WatchFormat,
+    TicketCommand, TraceArgs, WatchArgs, WatchFormat,
 };
 use crate::db;
 use crate::decide::{self, Scores};
@@ -117,6 +117,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Report(args) => report_cmd(&ctx, &args),
         Command::Ettr(args) => ettr_cmd(&ctx, &args),
         Command::Watch(args) => watch_cmd(&ctx, &args),
+        Command::Trace(args) => trace_cmd(&args),
         Command::Release(args) => release_cmd(&ctx, &args),
         Command::Ticket(t) => ticket_cmd(&ctx, t),
     }
@@ -269,6 +270,22 @@ fn watch_cmd(ctx: &App, args: &WatchArgs) -> Result<u8> {
     let (out, summary) = crate::watch::replay_file(&args.replay, &ctx.cfg.watch, json)?;
     print!("{out}");
     eprintln!("lemon watch: {summary}");
+    Ok(EXIT_OK)
+}
+
+/// Exit 0 when the dumps were analysed, whether anyone was named or not.
+fn trace_cmd(args: &TraceArgs) -> Result<u8> {
+    let placement = crate::trace::Placement {
+        nodes: args.nodes.clone(),
+        tasks_per_node: args.tasks_per_node,
+    };
+    let owner = args
+        .owner
+        .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+    let (out, summary) =
+        crate::trace::trace_dumps(&args.job, &args.dumps, &placement, owner, args.format)?;
+    print!("{out}");
+    eprint!("{summary}");
     Ok(EXIT_OK)
 }
 

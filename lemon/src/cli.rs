@@ -59,6 +59,8 @@ pub enum Command {
     Ticket(TicketCommand),
     /// The faulty machine of a job, from its nodes' metrics compared with each other (after Minder).
     Watch(WatchArgs),
+    /// Hangs and stragglers inside one job, from its ranks' NCCL flight-recorder dumps.
+    Trace(TraceArgs),
     /// Expected ETTR of one job: the reliability paper's formula, and the checkpoint interval a target needs.
     Ettr(crate::reliability::cli::EttrArgs),
 }
@@ -113,6 +115,28 @@ pub enum WatchFormat {
     #[default]
     Text,
     Json,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct TraceArgs {
+    /// The Slurm job id.
+    pub job: String,
+    /// A rank's flight-recorder dump (`<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>`:
+    /// the name ends in the rank). Takes several (`--dump dir/nccl_trace_rank_*`) or repeats.
+    #[arg(long = "dump", value_name = "FILE", num_args = 1..)]
+    pub dumps: Vec<PathBuf>,
+    /// The job's NodeList, in order (e.g. `gpu[041-042]`): names the node of each rank.
+    #[arg(long, value_name = "HOSTLIST")]
+    pub nodes: Option<String>,
+    /// Ranks per node (default: the ranks seen, spread evenly over --nodes).
+    #[arg(long, value_name = "N")]
+    pub tasks_per_node: Option<u32>,
+    /// The user the dumps must belong to (default: the user running lemon).
+    #[arg(long, value_name = "UID")]
+    pub owner: Option<u32>,
+    /// `json`: stdout carries one object (job, hangs, stragglers, notes, unread).
+    #[arg(long, value_enum, default_value_t)]
+    pub format: crate::trace::TraceFormat,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -23,4 +23,5 @@ pub mod report;
 pub mod signals;
 pub mod stats;
 pub mod time_zone;
+pub mod trace;
 pub mod watch;

@@ -11,9 +11,9 @@
 //! the callback, exactly as Slurm treats that program in slurm.conf.
 
 use crate::ffi::{self, spank_t};
-use crate::{log, status, task};
-use lemonade_config::spank::{Choice, Settings};
-use lemonade_config::Config;
+use crate::{log, recorder, status, task};
+use lemonade_config::spank::{Choice, Recorder, Settings};
+use lemonade_config::{Config, StoreSettings};
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
@@ -24,6 +24,9 @@ static SETTINGS: Mutex<Option<Settings>> = Mutex::new(None);
 /// The user's `--health-check`, kept by the option callback in srun, sbatch
 /// or salloc for `slurm_spank_init_post_opt`; none when not given.
 static CHOSEN: Mutex<Option<Choice>> = Mutex::new(None);
+/// The user's `--flight-recorder`, kept by its option callback (in
+/// slurmstepd too: Slurm hands the job's options to every step).
+static CHOSEN_RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
 /// What a slurmstepd learns in `slurm_spank_init`, as root and before any
 /// task exists, so that the later callbacks parse nothing and, running as
 /// the user, need not read root's state directory.
@@ -34,6 +37,8 @@ struct Step {
     task_exits: Option<std::path::PathBuf>,
     /// The last check's result; none before the first run.
     health: Option<status::NodeHealth>,
+    /// The node's state files, for the flight-recorder directory.
+    store: StoreSettings,
 }
 
 pub(crate) const OPTION_NAME: &CStr = c"health-check";
@@ -44,6 +49,8 @@ pub(crate) const OPTIONAL_ARGUMENT: c_int = 2;
 /// `Prolog`/`Epilog`; Slurm prefixes it, so they read
 /// `SPANK_LEMONADE_HEALTH_CHECK`.
 const CHOICE_VARIABLE: &CStr = c"LEMONADE_HEALTH_CHECK";
+pub(crate) const RECORDER_OPTION_NAME: &CStr = c"flight-recorder";
+pub(crate) const RECORDER_OPTION_ARGINFO: &CStr = c"on|timing|off";
 
 /// Runs a callback body; panics and errors become a log line and
 /// `on_failure`: `-1` where Slurm should see the error, `0` where a failure
@@ -132,6 +139,7 @@ pub unsafe extern "C" fn slurm_spank_init(
                     .ok()
                     .as_deref()
                     .and_then(status::parse),
+                store: config.store.clone(),
             });
         }
         *lock(&SETTINGS) = Some(settings);
@@ -160,7 +168,47 @@ unsafe fn register_option(sp: spank_t, settings: &Settings) -> Result<(), String
     if rc != ffi::ESPANK_SUCCESS {
         return Err(format!("cannot register --health-check (spank error {rc})"));
     }
+    register_recorder_option(sp, settings)
+}
+
+unsafe fn register_recorder_option(sp: spank_t, settings: &Settings) -> Result<(), String> {
+    let usage = CString::new(format!(
+        "PyTorch's NCCL flight recorder for this job: on (a ring of the last collectives, dumped \
+         on a watchdog timeout so that `lemon trace` can name the rank that hangs), timing (also \
+         CUDA-event timing of each collective, to find stragglers; costs more), or off. Alone, \
+         the option means on. Default here: {}.",
+        settings.flight_recorder
+    ))
+    .map_err(|e| e.to_string())?;
+    let mut option = ffi::spank_option {
+        name: RECORDER_OPTION_NAME.as_ptr().cast_mut(),
+        arginfo: RECORDER_OPTION_ARGINFO.as_ptr().cast_mut(),
+        usage: usage.as_ptr().cast_mut(),
+        has_arg: OPTIONAL_ARGUMENT,
+        val: 0,
+        cb: Some(recorder_option_callback),
+    };
+    let rc = ffi::spank_option_register(sp, &mut option);
+    if rc != ffi::ESPANK_SUCCESS {
+        return Err(format!(
+            "cannot register --flight-recorder (spank error {rc})"
+        ));
+    }
     Ok(())
+}
+
+/// Checks a `--flight-recorder` value; a bad one stops srun or sbatch.
+unsafe extern "C" fn recorder_option_callback(
+    _val: c_int,
+    optarg: *const c_char,
+    _remote: c_int,
+) -> c_int {
+    guard("--flight-recorder", -1, || {
+        let value =
+            (!optarg.is_null()).then(|| CStr::from_ptr(optarg).to_string_lossy().into_owned());
+        *lock(&CHOSEN_RECORDER) = Some(Recorder::parse_option(value.as_deref())?);
+        Ok(0)
+    })
 }
 
 /// Checks a `--health-check` value when srun, sbatch or salloc parse it: a
@@ -196,6 +244,9 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
 ) -> c_int {
     guard("init_post_opt", 0, || {
         let context = ffi::spank_context();
+        if context == ffi::spank_context_S_CTX_REMOTE {
+            return start_recorder(sp);
+        }
         if context != ffi::spank_context_S_CTX_LOCAL
             && context != ffi::spank_context_S_CTX_ALLOCATOR
         {
@@ -215,6 +266,36 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
         }
         Ok(0)
     })
+}
+
+/// In slurmstepd, as root, before the tasks exist: when the job's flight
+/// recorder is on, makes the job's dump directory on this node and puts the
+/// recorder's variables into the tasks' environment. A variable the user
+/// set already is kept (overwrite=0). Failures are logged, the job runs.
+unsafe fn start_recorder(sp: spank_t) -> Result<c_int, String> {
+    let Some(settings) = lock(&SETTINGS).clone() else {
+        return Ok(0);
+    };
+    let choice = settings.resolve_recorder(*lock(&CHOSEN_RECORDER));
+    // No store: the node's config was unreadable, which init has logged.
+    let store = lock(&STEP).as_ref().map(|step| step.store.clone());
+    let (Some(store), true) = (store, choice != Recorder::Off) else {
+        return Ok(0);
+    };
+    let job = item_u32(sp, ffi::spank_item_S_JOB_ID, "the job id")?;
+    let uid = item_u32(sp, ffi::spank_item_S_JOB_UID, "the job's uid")?;
+    let gid = item_u32(sp, ffi::spank_item_S_JOB_GID, "the job's gid")?;
+    let dir = recorder::prepare_dir(&store.flight_recorder_dir(&job.to_string()), uid, gid)?;
+    for (name, value) in recorder::environment(choice, settings.flight_recorder_buffer, &dir) {
+        let name = CString::new(name).map_err(|e| e.to_string())?;
+        let value = CString::new(value).map_err(|e| e.to_string())?;
+        let rc = ffi::spank_setenv(sp, name.as_ptr(), value.as_ptr(), 0);
+        // ESPANK_ENV_EXISTS (the user's own value, kept) is the usual one.
+        if rc != ffi::ESPANK_SUCCESS {
+            log::verbose(&format!("{name:?} not set (spank error {rc})"));
+        }
+    }
+    Ok(0)
 }
 
 /// The node's config (its state directory, whether it has a spool). A

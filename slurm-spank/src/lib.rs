@@ -10,6 +10,10 @@
 //! * Task exits: one line per task appended to the node's task-exit file,
 //!   which the next healthcheck run folds into the export for the head node.
 //! * Every task sees `LEMONADE_NODE_HEALTH` and `LEMONADE_LAST_CHECK`.
+//! * `--flight-recorder[=on|timing|off]` (site default `flight_recorder=` in
+//!   plugstack.conf, off unless set): PyTorch's NCCL flight recorder for the
+//!   job's tasks, dumping into a per-job directory on each node
+//!   (`recorder`, issue 32).
 //!
 //! The `slurm-spank/prolog` crate builds `lemonade_spank_prolog.so`: all of
 //! the above plus a job prolog and epilog ([`job_script`]) that run the
@@ -25,6 +29,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod exec;
+mod recorder;
 mod status;
 mod task;
 

@@ -348,3 +348,69 @@ fn task_exits_name_the_node_whose_task_failed_first() {
     let ids: std::collections::BTreeSet<u32> = all.iter().map(|(_, e)| e.task_id).collect();
     assert_eq!(ids.len(), 3, "global task ids: {all:?}");
 }
+
+/// What a task saw of the flight-recorder variables, one line.
+const RECORDER_ECHO: &str = "echo ${TORCH_NCCL_TRACE_BUFFER_SIZE:-unset} ${TORCH_NCCL_DUMP_ON_TIMEOUT:-unset} ${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-unset} ${TORCH_NCCL_ENABLE_TIMING:-unset}";
+
+#[test]
+fn the_flight_recorder_is_set_for_the_tasks_when_the_site_or_the_user_turns_it_on() {
+    lemonade_tests::skip_without_cluster!();
+    let c = start(1, false);
+    let config = format!("config={}", c.config_path().display());
+    set_plugin_args(&c, &config);
+    let off = output(&c, "srun", &["sh", "-c", RECORDER_ECHO]);
+    assert!(off.status.success(), "{}", stderr(&off));
+    assert_eq!(
+        String::from_utf8_lossy(&off.stdout).trim(),
+        "unset unset unset unset"
+    );
+
+    // The user turns it on, with timing: a directory of the job's own.
+    let on = output(
+        &c,
+        "srun",
+        &["--flight-recorder=timing", "sh", "-c", RECORDER_ECHO],
+    );
+    assert!(on.status.success(), "{}", stderr(&on));
+    let words: Vec<String> = String::from_utf8_lossy(&on.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(words.len(), 4, "{words:?}");
+    assert_eq!(
+        (words[0].as_str(), words[1].as_str(), words[3].as_str()),
+        ("2000", "1", "1")
+    );
+    let prefix = std::path::PathBuf::from(&words[2]);
+    assert!(words[2].ends_with("/nccl_trace_rank_"), "{words:?}");
+    let dir = prefix.parent().unwrap();
+    assert!(dir.is_dir(), "{}", dir.display());
+    let bad = output(&c, "srun", &["--flight-recorder=loud", "true"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("`loud` is not one of on, timing, off"),
+        "{}",
+        stderr(&bad)
+    );
+
+    // The site turns it on; the user may still turn it off.
+    set_plugin_args(
+        &c,
+        &format!("{config} flight_recorder=on flight_recorder_buffer=500"),
+    );
+    let site = output(&c, "srun", &["sh", "-c", RECORDER_ECHO]);
+    let text = String::from_utf8_lossy(&site.stdout).to_string();
+    assert!(
+        text.starts_with("500 1 /") && text.trim().ends_with("nccl_trace_rank_ unset"),
+        "{text}"
+    );
+    let user_off = output(
+        &c,
+        "srun",
+        &["--flight-recorder=off", "sh", "-c", RECORDER_ECHO],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&user_off.stdout).trim(),
+        "unset unset unset unset"
+    );
+}

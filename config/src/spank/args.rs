@@ -8,7 +8,7 @@
 //! An argument the plugin does not know is an error that names it: a typo in
 //! `plugstack.conf` must not silently change what runs around every job.
 
-use super::Choice;
+use super::{Choice, Recorder};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -27,6 +27,10 @@ pub struct Settings {
     pub config: PathBuf,
     /// Deadline of one prolog or epilog program; past it the program is killed.
     pub timeout: Duration,
+    /// The NCCL flight recorder for jobs whose user says nothing (issue 32).
+    pub flight_recorder: Recorder,
+    /// Its ring: entries kept per rank (`TORCH_NCCL_TRACE_BUFFER_SIZE`).
+    pub flight_recorder_buffer: u32,
 }
 
 impl Default for Settings {
@@ -38,6 +42,8 @@ impl Default for Settings {
             epilog: Some(PathBuf::from("/usr/bin/lemonade-epilog")),
             config: PathBuf::from(crate::DEFAULT_PATH),
             timeout: Duration::from_secs(60),
+            flight_recorder: Recorder::Off,
+            flight_recorder_buffer: DEFAULT_RECORDER_BUFFER,
         }
     }
 }
@@ -72,9 +78,23 @@ impl Settings {
                         })?;
                     s.timeout = Duration::from_secs_f64(seconds);
                 }
+                "flight_recorder" => {
+                    s.flight_recorder = value
+                        .parse()
+                        .map_err(|e| format!("argument `{arg}`: {e}"))?
+                }
+                "flight_recorder_buffer" => {
+                    s.flight_recorder_buffer = value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_RECORDER_BUFFER).contains(n))
+                        .ok_or_else(|| {
+                            format!("argument `{arg}`: expected 1 to {MAX_RECORDER_BUFFER} entries")
+                        })?
+                }
                 _ => {
                     return Err(format!(
-                        "unknown argument `{arg}` (known: default, allow_off, prolog, epilog, config, timeout)"
+                        "unknown argument `{arg}` (known: default, allow_off, prolog, epilog, config, timeout, flight_recorder, flight_recorder_buffer)"
                     ))
                 }
             }
@@ -83,6 +103,12 @@ impl Settings {
             return Err("`default=off` needs `allow_off=yes`".to_string());
         }
         Ok(s)
+    }
+
+    /// The flight recorder a job gets: the user's choice, else the site's.
+    /// Users may turn it on or off either way: it changes only their job.
+    pub fn resolve_recorder(&self, user: Option<Recorder>) -> Recorder {
+        user.unwrap_or(self.flight_recorder)
     }
 
     /// The choice that applies to a job: the user's, else the site default.
@@ -98,6 +124,11 @@ impl Settings {
         }
     }
 }
+
+/// PyTorch's own default ring size (`FlightRecorder.hpp`: 2000 entries).
+pub const DEFAULT_RECORDER_BUFFER: u32 = 2000;
+/// A ring this large would make each dump tens of MiB, past the reader's cap.
+pub const MAX_RECORDER_BUFFER: u32 = 100_000;
 
 fn parse_bool(value: &str) -> Option<bool> {
     match value.to_ascii_lowercase().as_str() {
@@ -133,6 +164,21 @@ mod tests {
         assert_eq!(s.epilog, None);
         assert_eq!(s.config, PathBuf::from("/tmp/l.toml"));
         assert_eq!(s.timeout, Duration::from_millis(2500));
+    }
+
+    #[test]
+    fn the_flight_recorder_is_off_unless_the_site_or_the_user_turns_it_on() {
+        let s = Settings::default();
+        assert_eq!(s.resolve_recorder(None), Recorder::Off);
+        assert_eq!(s.resolve_recorder(Some(Recorder::Timing)), Recorder::Timing);
+        let s = Settings::parse(["flight_recorder=on", "flight_recorder_buffer=4000"]).unwrap();
+        assert_eq!(s.resolve_recorder(None), Recorder::On);
+        assert_eq!(s.resolve_recorder(Some(Recorder::Off)), Recorder::Off);
+        assert_eq!(s.flight_recorder_buffer, 4000);
+        let e = Settings::parse(["flight_recorder_buffer=0"]).unwrap_err();
+        assert!(e.contains("`flight_recorder_buffer=0`"), "{e}");
+        let e = Settings::parse(["flight_recorder=loud"]).unwrap_err();
+        assert!(e.contains("`flight_recorder=loud`"), "{e}");
     }
 
     #[test]

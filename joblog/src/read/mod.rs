@@ -79,6 +79,27 @@ pub fn read_tail(path: &Path, expected_owner_uid: u32, limits: &Limits) -> Resul
     })
 }
 
+/// The first `max_bytes + 1` bytes of the file at `path`, opened by the same
+/// rules as [`read_tail`] (no symlink anywhere on the path, a regular file
+/// of `expected_owner_uid`, no directory another user could change), within
+/// `timeout`. For files read whole (flight-recorder dumps, issue 32): a
+/// result longer than `max_bytes` means the file is over the caller's cap.
+pub fn read_head(
+    path: &Path,
+    expected_owner_uid: u32,
+    max_bytes: u64,
+    timeout: std::time::Duration,
+) -> Result<Vec<u8>, Skip> {
+    let path = path.to_path_buf();
+    deadline::run(timeout, Limits::default().max_stalled, move || {
+        let file = walk::open_checked(&path, expected_owner_uid)?;
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(&file, max_bytes + 1), &mut out)
+            .map_err(|e| walk::skip_for(io_errno(&e)))?;
+        Ok(out)
+    })
+}
+
 /// [`read_tail`] for many logs, [`Limits::parallel_reads`] at a time (a
 /// disk serves several reads at once faster than one after another: with
 /// the page cache cold, this machine's virtual disk gives 290-310 MB/s to
@@ -170,6 +191,20 @@ mod tests {
         let opened = walk::open_checked(&path, my_uid()).unwrap();
         std::fs::write(&path, b"").unwrap();
         assert_eq!(read_end(&opened, &Limits::default()).unwrap().bytes(), b"");
+    }
+
+    #[test]
+    fn read_head_returns_one_byte_past_the_cap_so_the_caller_sees_it_is_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nccl_trace_rank_0");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let t = std::time::Duration::from_secs(5);
+        assert_eq!(read_head(&path, my_uid(), 20, t).unwrap(), b"0123456789");
+        assert_eq!(read_head(&path, my_uid(), 4, t).unwrap(), b"01234");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert_eq!(read_head(&link, my_uid(), 20, t), Err(Skip::Symlink));
+        assert_eq!(read_head(&path, my_uid() + 1, 20, t), Err(Skip::WrongOwner));
     }
 
     #[test]
