@@ -6,6 +6,8 @@
 //! count them in a rendered page.
 
 use super::render::significant;
+// XML needs the same escapes as HTML: the report model owns them.
+use crate::document::html::esc;
 use std::fmt::Write;
 
 const WIDTH: f64 = 760.0;
@@ -20,22 +22,6 @@ pub const PALETTE: [&str; 10] = [
     "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
     "#999999", "#666666",
 ];
-
-/// Escapes text for XML content and attributes.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// A number for an axis label: short, no trailing zeros, and with enough
 /// digits that neighbouring ticks (1-2-5 steps, or powers of ten) never
