@@ -174,3 +174,13 @@ fn finish(
     metrics.push(format!("{name}.sum"), sum, &block.unit);
     Ok(())
 }
+
+/// The tests of `wanted` that have no `SUM` in `metrics`. nvbandwidth prints
+/// no end-of-run line, so an output cut between two tests reads as a shorter
+/// run: the caller, which knows the tests it asked for (`-t`), checks them.
+pub fn missing_tests<'a>(metrics: &Metrics, wanted: &[&'a str]) -> Vec<&'a str> {
+    let missing = wanted
+        .iter()
+        .filter(|test| metrics.get(&format!("{test}.sum")).is_none());
+    missing.copied().collect()
+}

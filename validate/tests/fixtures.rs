@@ -193,3 +193,15 @@ fn gpu_burn_cut_inside_its_summary_is_truncated() {
     let err = parse(Kind::GpuBurn, cut).unwrap_err();
     assert!(err.to_string().contains("GPU 12: OK|FAULTY"), "{err}");
 }
+
+#[test]
+fn nvbandwidth_cut_between_two_tests_is_caught_by_the_tests_the_caller_asked_for() {
+    let text = fixture("nvbandwidth", "host_device_8gpus.txt");
+    let cut = &text[..text.find("Running device_to_host").unwrap()];
+    let metrics = parse(Kind::Nvbandwidth, cut).unwrap();
+    let wanted = ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce"];
+    assert_eq!(
+        validate::nvbandwidth::missing_tests(&metrics, &wanted),
+        ["device_to_host_memcpy_ce"]
+    );
+}
