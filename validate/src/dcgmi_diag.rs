@@ -2,7 +2,9 @@
 //!
 //! The document is `{"DCGM GPU Diagnostic": {"test_categories": [{"category",
 //! "tests": [{"name", "results": [{"gpu_ids", "status", "warnings", "info"}]}]}]}}`
-//! (DCGM 4 may name the top object `"Diagnostic"` and the GPU `"gpu_id"`).
+//! DCGM 4 names the top object `"DCGM Diagnostic"` and a result's GPU by
+//! `"entity_group": "GPU", "entity_id": 0`; both shapes read, and so does a
+//! banner line before the document (`Successfully ran diagnostic for group.`).
 //! Each result becomes `<category>.<test>.gpu<ids>` (or `.all` where no GPU
 //! is given), lower case with `_` for spaces, valued by its status:
 //! 0 Pass, 1 Skip, 2 Warn, 3 Fail (unit `status`), with the status word and
@@ -26,13 +28,17 @@ pub fn parse(text: &str) -> Result<Metrics, ParseError> {
             max: MAX_JSON_BYTES,
         });
     }
-    let document: Value = serde_json::from_str(text).map_err(|err| ParseError::Json {
-        line: err.line(),
+    // Anything before the first `{` is dcgmi's banner; JSON errors count
+    // their lines from there, so the banner's lines are added back.
+    let start = text.find('{').unwrap_or(text.len());
+    let banner_lines = text[..start].matches('\n').count();
+    let document: Value = serde_json::from_str(&text[start..]).map_err(|err| ParseError::Json {
+        line: err.line() + banner_lines,
         message: err.to_string(),
     })?;
-    let diagnostic = document
-        .get("DCGM GPU Diagnostic")
-        .or_else(|| document.get("Diagnostic"))
+    let diagnostic = ["DCGM GPU Diagnostic", "DCGM Diagnostic", "Diagnostic"]
+        .iter()
+        .find_map(|key| document.get(*key))
         .and_then(Value::as_object)
         .ok_or_else(|| {
             ParseError::unexpected(1, "a `DCGM GPU Diagnostic` object", first_line(text))
@@ -77,8 +83,19 @@ fn read_categories(
         for test in array(text, tests, &format!("{name}: tests"))? {
             let test_name = string_field(text, test, "name")?;
             let results = test.get("results").unwrap_or(&Value::Null);
-            for result in array(text, results, &format!("{test_name}: results"))? {
+            let results = array(text, results, &format!("{test_name}: results"))?;
+            for result in results {
                 read_result(text, &format!("{name}.{test_name}"), result, metrics)?;
+            }
+            // DCGM 4's per-test verdict, kept where no per-GPU result says it.
+            match test.get("test_summary") {
+                Some(summary) if results.is_empty() => read_result(
+                    text,
+                    &format!("{name}.{test_name}.summary"),
+                    summary,
+                    metrics,
+                )?,
+                _ => {}
             }
         }
     }
@@ -99,11 +116,7 @@ fn read_result(
             status,
         )
     })?;
-    let gpu = match result.get("gpu_ids").or_else(|| result.get("gpu_id")) {
-        Some(Value::String(ids)) => format!("gpu{ids}"),
-        Some(Value::Number(id)) => format!("gpu{id}"),
-        _ => "all".to_string(),
-    };
+    let gpu = entity(result);
     let warnings = warnings(result.get("warnings"));
     let detail = if warnings.is_empty() {
         status.to_string()
@@ -119,11 +132,35 @@ fn read_result(
     Ok(())
 }
 
-/// DCGM prints `Pass`, `PASS`, `Skip`, `SKIPPED` and so on across versions.
+/// `gpu<ids>` from `gpu_ids`/`gpu_id` (DCGM 3), `<group><id>` from
+/// `entity_group`/`entity_id` (DCGM 4), `all` for a result over every GPU.
+fn entity(result: &Value) -> String {
+    let id = |value: Option<&Value>| match value {
+        Some(Value::String(ids)) => Some(ids.clone()),
+        Some(Value::Number(id)) => Some(id.to_string()),
+        _ => None,
+    };
+    if let Some(ids) = id(result.get("gpu_ids").or_else(|| result.get("gpu_id"))) {
+        return format!("gpu{ids}");
+    }
+    match id(result.get("entity_id")) {
+        Some(id) => {
+            let group = result
+                .get("entity_group")
+                .and_then(Value::as_str)
+                .unwrap_or("GPU");
+            format!("{}{id}", group.to_lowercase())
+        }
+        None => "all".to_string(),
+    }
+}
+
+/// DCGM prints `Pass`, `PASS`, `Skip`, `SKIPPED` and so on across versions;
+/// a test that did not run (`Not Run`) is a skip, never a pass.
 fn status_code(status: &str) -> Option<f64> {
     match status.to_ascii_lowercase().as_str() {
         "pass" => Some(0.0),
-        "skip" | "skipped" => Some(1.0),
+        "skip" | "skipped" | "not run" => Some(1.0),
         "warn" | "warning" => Some(2.0),
         "fail" => Some(FAIL),
         _ => None,
@@ -211,6 +248,52 @@ mod tests {
     fn a_document_without_results_is_an_error() {
         assert!(parse(r#"{"DCGM GPU Diagnostic": {"test_categories": []}}"#).is_err());
         assert!(parse(r#"{"something": "else"}"#).is_err());
+    }
+
+    // Hand-made in the DCGM 4 shape (top object `DCGM Diagnostic`, entities,
+    // a `test_summary`), after a level-1 document from a GB10 quoted in a
+    // public repository's test whose origin we could not name.
+    const DCGM_4: &str = r#"Successfully ran diagnostic for group.
+{
+	"DCGM Diagnostic" : {
+		"test_categories" : [ {
+			"category" : "Deployment",
+			"tests" : [ {
+				"name" : "software",
+				"results" : [ {
+					"entity_group" : "GPU", "entity_group_id" : 1, "entity_id" : 0,
+					"status" : "Fail",
+					"warnings" : [ { "error_id" : 29, "warning" : "Persistence Mode: Persistence mode for GPU 0 is disabled." } ]
+				} ],
+				"test_summary" : { "status" : "Fail" }
+			} ]
+		} ]
+	},
+	"metadata" : { "version" : "4.2.3" }
+}
+"#;
+
+    #[test]
+    fn the_dcgm_4_shape_reads_with_entities_and_a_banner() {
+        let metrics = parse(DCGM_4).unwrap();
+        let software = metrics.get("deployment.software.gpu0").unwrap();
+        assert_eq!(software.value, FAIL);
+        assert!(software
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("Persistence mode for GPU 0"));
+        let cut = &DCGM_4[..DCGM_4.find("\"test_summary\"").unwrap()];
+        assert_eq!(parse(cut).unwrap_err().line(), cut.lines().count());
+    }
+
+    #[test]
+    fn a_test_with_only_a_summary_keeps_its_verdict() {
+        let doc = r#"{"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
+            {"name": "memtest", "results": [], "test_summary": {"status": "Fail", "warnings": ["boom"]}}]}]}}"#;
+        let metrics = parse(doc).unwrap();
+        assert_eq!(metrics.value("hardware.memtest.summary.all"), Some(FAIL));
+        assert_eq!(metrics.value("tests_failed"), Some(1.0));
     }
 
     #[test]
