@@ -42,7 +42,10 @@ pub fn parse(text: &str) -> Result<Metrics, ParseError> {
             }
             return Ok(metrics);
         }
-        if !content.is_empty() {
+        // perftest prints its warnings inside the table ("Conflicting CPU
+        // frequency values detected ..."); only a line that starts like a
+        // row must read as one.
+        if content.starts_with(|c: char| c.is_ascii_digit()) {
             row(content, line.number, found, &mut metrics)?;
             rows += 1;
         }

@@ -205,3 +205,16 @@ fn nvbandwidth_cut_between_two_tests_is_caught_by_the_tests_the_caller_asked_for
         ["device_to_host_memcpy_ce"]
     );
 }
+
+#[test]
+fn perftest_reads_a_megabytes_table_through_the_warning_printed_inside_it() {
+    let metrics = parse(
+        Kind::Perftest,
+        &fixture("perftest", "ib_write_bw_mb_softroce_warning.txt"),
+    )
+    .unwrap();
+    let peak = metrics.get("bw_peak.65536").unwrap();
+    assert_eq!((peak.value, peak.unit.as_str()), (419.30, "MB/sec"));
+    assert_eq!(metrics.value("bw_average.65536"), Some(361.10));
+    assert_eq!(metrics.value("msg_rate.65536"), Some(0.005778));
+}

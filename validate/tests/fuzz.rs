@@ -55,9 +55,14 @@ fn cases() -> Vec<(Kind, String, usize)> {
         let end = start + text[start..].find('\n').unwrap() + 1;
         cases.push((Kind::Nvbandwidth, text, end));
     }
-    let text = read("perftest", "ib_write_bw_gbits_8bytes.txt");
-    let end = past_line(&text, "---");
-    cases.push((Kind::Perftest, text, end));
+    for name in [
+        "ib_write_bw_gbits_8bytes.txt",
+        "ib_write_bw_mb_softroce_warning.txt",
+    ] {
+        let text = read("perftest", name);
+        let end = past_line(&text, "---");
+        cases.push((Kind::Perftest, text, end));
+    }
     let text = read("dcgmi_diag", "handmade_r2_gpu0_fail.json");
     let end = text.rfind('}').unwrap() + 1;
     cases.push((Kind::DcgmiDiag, text, end));
