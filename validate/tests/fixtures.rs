@@ -218,3 +218,20 @@ fn perftest_reads_a_megabytes_table_through_the_warning_printed_inside_it() {
     assert_eq!(metrics.value("bw_average.65536"), Some(361.10));
     assert_eq!(metrics.value("msg_rate.65536"), Some(0.005778));
 }
+
+#[test]
+fn nccl_all_gather_on_8_v100_in_the_old_error_column_layout_reads() {
+    let text = fixture("nccl_tests", "all_gather_v100_8gpus_error_column.txt");
+    let metrics = parse(Kind::NcclTests, &text).unwrap();
+    assert_eq!(metrics.value("busbw.out_of_place.4294967296"), Some(129.05));
+    assert_eq!(metrics.value("busbw.in_place.4294967296"), Some(128.84));
+    assert_eq!(metrics.value("error.out_of_place.4294967296"), Some(1.0));
+    assert_eq!(
+        metrics.get("error.in_place.4294967296").unwrap().unit,
+        "max_error"
+    );
+    assert_eq!(metrics.value("out_of_bounds"), Some(2.0));
+    assert_eq!(metrics.value("avg_busbw"), Some(128.942));
+    // An `error` header has no #wrong counts to sum.
+    assert_eq!(metrics.value("wrong_total"), None);
+}

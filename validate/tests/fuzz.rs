@@ -41,9 +41,14 @@ fn cases() -> Vec<(Kind, String, usize)> {
         start + text[start..].find('\n').unwrap() + 1
     };
     let mut cases = Vec::new();
-    for name in ["all_reduce_h100_16gpus.txt", "all_reduce_gh200_wrong.txt"] {
+    let nccl = [
+        "all_reduce_h100_16gpus.txt",
+        "all_reduce_gh200_wrong.txt",
+        "all_gather_v100_8gpus_error_column.txt",
+    ];
+    for name in nccl {
         let text = read("nccl_tests", name);
-        let end = past_line(&text, "# Avg bus bandwidth");
+        let end = past_line(&text, "Avg bus bandwidth");
         cases.push((Kind::NcclTests, text, end));
     }
     // nvbandwidth prints no end-of-run line: a cut between two tests reads as
