@@ -78,10 +78,10 @@ fn read_categories(
     };
     let categories = array(text, categories, "test_categories")?;
     for category in categories {
-        let name = string_field(text, category, "category")?;
+        let name = string_field(text, category, "category", "test_categories")?;
         let tests = category.get("tests").unwrap_or(&Value::Null);
         for test in array(text, tests, &format!("{name}: tests"))? {
-            let test_name = string_field(text, test, "name")?;
+            let test_name = string_field(text, test, "name", name)?;
             let results = test.get("results").unwrap_or(&Value::Null);
             let results = array(text, results, &format!("{test_name}: results"))?;
             for result in results {
@@ -108,7 +108,8 @@ fn read_result(
     result: &Value,
     metrics: &mut Metrics,
 ) -> Result<(), ParseError> {
-    let status = string_field(text, result, "status")?;
+    let near = test.split_once('.').map_or(test, |(_, name)| name);
+    let status = string_field(text, result, "status", near)?;
     let code = status_code(status).ok_or_else(|| {
         ParseError::unexpected(
             line_of(text, status),
@@ -199,10 +200,17 @@ fn array<'a>(text: &str, value: &'a Value, what: &str) -> Result<&'a Vec<Value>,
     })
 }
 
-fn string_field<'a>(text: &str, object: &'a Value, key: &str) -> Result<&'a str, ParseError> {
+/// `object[key]` as a string; an error names the line of `near`, the
+/// enclosing name (the tree keeps no positions of its own).
+fn string_field<'a>(
+    text: &str,
+    object: &'a Value,
+    key: &str,
+    near: &str,
+) -> Result<&'a str, ParseError> {
     object.get(key).and_then(Value::as_str).ok_or_else(|| {
         ParseError::unexpected(
-            line_of(text, &object.to_string()),
+            line_of(text, near),
             format!("a `{key}` string"),
             &object.to_string(),
         )
@@ -285,6 +293,14 @@ mod tests {
             .contains("Persistence mode for GPU 0"));
         let cut = &DCGM_4[..DCGM_4.find("\"test_summary\"").unwrap()];
         assert_eq!(parse(cut).unwrap_err().line(), cut.lines().count());
+    }
+
+    #[test]
+    fn a_result_without_a_status_names_the_line_of_its_test() {
+        let doc = "{\"DCGM GPU Diagnostic\": {\"test_categories\": [{\"category\": \"Hardware\", \"tests\": [\n{\"name\": \"Memory\",\n \"results\": [{\"gpu_ids\": \"0\"}]}]}]}}";
+        let err = parse(doc).unwrap_err();
+        assert_eq!(err.line(), 2, "{err}");
+        assert!(err.to_string().contains("a `status` string"), "{err}");
     }
 
     #[test]
