@@ -87,9 +87,11 @@ fn expect_no_block(block: &Option<Block>, line: Line<'_>) -> Result<(), ParseErr
     }
 }
 
-/// The unit of a matrix title: `... GPU(row) -> GPU(column) bandwidth (GB/s)`.
+/// The unit of a matrix title: `... GPU(row) -> GPU(column) bandwidth (GB/s)`,
+/// `memcpy local GPU(column) bandwidth (GB/s)`, `... latency ... (ns)`.
 fn title_unit(content: &str) -> Option<String> {
-    if !content.contains("(row)") || !content.contains("(column)") {
+    // `(row)` is absent where a test has one row (`memcpy local GPU(column)`).
+    if !content.contains("(column)") {
         return None;
     }
     let open = content.rfind('(')?;
@@ -183,4 +185,38 @@ pub fn missing_tests<'a>(metrics: &Metrics, wanted: &[&'a str]) -> Vec<&'a str> 
         .iter()
         .filter(|test| metrics.get(&format!("{test}.sum")).is_none());
     missing.copied().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Hand-made in the shape of nvbandwidth's single-row tests, whose title
+    // names no `(row)`.
+    const LOCAL_COPY: &str = "Running device_local_copy.
+memcpy local GPU(column) bandwidth (GB/s)
+           0         1
+ 0   1453.21   1448.90
+
+SUM device_local_copy 2902.11
+";
+
+    #[test]
+    fn a_single_row_test_without_a_row_label_reads() {
+        let metrics = parse(LOCAL_COPY).unwrap();
+        assert_eq!(metrics.value("device_local_copy.0.1"), Some(1448.90));
+        assert_eq!(metrics.value("device_local_copy.sum"), Some(2902.11));
+    }
+
+    #[test]
+    fn a_sum_for_another_test_is_an_error() {
+        let wrong = LOCAL_COPY.replace("SUM device_local_copy", "SUM host_to_device_memcpy_ce");
+        assert_eq!(parse(&wrong).unwrap_err().line(), 6);
+    }
+
+    #[test]
+    fn a_running_line_with_nothing_after_it_is_truncated() {
+        let cut = "Running device_local_copy.\n";
+        assert!(matches!(parse(cut), Err(ParseError::Truncated { .. })));
+    }
 }
