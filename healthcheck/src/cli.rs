@@ -69,6 +69,9 @@ pub enum Command {
         #[arg(long)]
         hosts: Option<String>,
     },
+    /// Proactive validation (issue 31). For now: read a saved benchmark
+    /// output with its parser and print the metrics it finds.
+    Validate(ValidateArgs),
     /// A check's name: run that check alone, e.g. `healthcheck xid`.
     #[command(external_subcommand)]
     Check(Vec<String>),
@@ -161,6 +164,16 @@ pub struct RunArgs {
     /// Pretend the time is this (unix seconds): replays and tests.
     #[arg(long, hide = true)]
     pub now: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Parse a saved output: KIND is nccl-tests, nvbandwidth, perftest,
+    /// dcgmi-diag or gpu-burn; FILE is not followed if a symlink.
+    #[arg(long, num_args = 2, value_names = ["KIND", "FILE"], required = true)]
+    pub parse: Vec<String>,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -290,6 +303,20 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("Usage: healthcheck xid"), "{text}");
         assert!(!text.contains("--checks"), "{text}");
+    }
+
+    #[test]
+    fn validate_parse_takes_a_kind_and_a_file() {
+        let cli = Cli::try_parse_from(words(
+            "healthcheck validate --parse nccl-tests /tmp/out.txt --format json",
+        ))
+        .unwrap();
+        let Some(Command::Validate(args)) = cli.command else {
+            panic!("validate is its own subcommand");
+        };
+        assert_eq!(args.parse, ["nccl-tests", "/tmp/out.txt"]);
+        assert_eq!(args.format, Format::Json);
+        assert!(Cli::try_parse_from(words("healthcheck validate --parse nccl-tests")).is_err());
     }
 
     #[test]

@@ -46,5 +46,6 @@ pub mod session;
 pub mod snapshot;
 pub mod state_change;
 pub mod status_file;
+pub mod validate;
 
 pub use lemonade_config::{Action, Config, Severity};

@@ -9,7 +9,7 @@ use healthcheck::pipeline::{self, Request};
 use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
 use healthcheck::session::StoreUse;
-use healthcheck::{baseline, checks, history, output, snapshot};
+use healthcheck::{baseline, checks, history, output, snapshot, validate};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -52,6 +52,15 @@ fn dispatch(cli: Cli) -> Result<u8> {
             run(&global, args, Trigger::Manual)
         }
         Some(Command::List) => list(&global),
+        Some(Command::Validate(args)) => {
+            let [kind, file] = args.parse.as_slice() else {
+                anyhow::bail!("--parse takes KIND FILE");
+            };
+            let kind: ::validate::Kind = kind.parse()?;
+            let metrics = validate::parse_saved(kind, std::path::Path::new(file))?;
+            print!("{}", validate::render(kind, &metrics, args.format));
+            Ok(0)
+        }
         Some(Command::Baseline { hosts }) => {
             let root = NodeRoot::new(&global.root);
             let node = baseline::read(&root)
