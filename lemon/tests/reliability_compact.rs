@@ -6,7 +6,7 @@
 use lemon::attribute::AttributionParams;
 use lemon::reliability::load::{current_lemons, load_jobs, load_runs};
 use lemon::reliability::render::{render, Format};
-use lemon::reliability::{build_report, ReportInput, ReportParams};
+use lemon::reliability::{build_report, ReportInput, ReportParams, Run};
 use lemonade_tests::reliability_history::{
     generate, store, SyntheticSpec, SIZES_FOR_STATISTICS, SIZES_REALISTIC,
 };
@@ -29,7 +29,7 @@ fn same_report_from_runs_and_records(sizes: &'static [(u32, f64)]) {
     assert_eq!(records.jobs.len(), runs.jobs.len());
     assert_eq!(records.gpus_per_node, runs.gpus_per_node);
     assert!(
-        runs.jobs.iter().any(|r| r.attributed.is_some()),
+        runs.jobs.iter().any(|r| r.category().is_some()),
         "the history has attributed failures"
     );
     let lemons = current_lemons(&conn).unwrap();

@@ -14,10 +14,8 @@
 //! `attributions` table, which only covers the last `lemon run`.
 
 use super::remediation::StateChangeRecord;
-use super::run::seconds;
 use super::{
-    Attributed, JobRecord, JobState, LemonEntry, ReliabilityError, ReportRun, SignalValues,
-    TimeRange,
+    JobRecord, JobState, LemonEntry, ReliabilityError, ReportRun, SignalValues, TimeRange,
 };
 use crate::attribute::{AttributionParams, Evidence, FailedRun, AFTER_END_S, BEFORE_END_S};
 use crate::db::{self, RunRow, RunVisitor};
@@ -120,31 +118,26 @@ impl Record for JobRecord {
 
 impl Record for ReportRun {
     fn from_row(r: &RunRow, state: JobState, p: &Pending) -> crate::error::Result<Self> {
-        Ok(ReportRun {
-            end: seconds(r.end),
-            start: r.start()?.map(seconds),
-            submit: r.submit()?.map(seconds),
-            gpus: p.gpus.map_or(0, |g| g.max(0) as u32),
-            nodes: p.nnodes.max(0) as u32,
+        Ok(ReportRun::new(
+            r.end,
+            r.start()?,
+            r.submit()?,
+            p.gpus.map_or(0, |g| g.max(0) as u32),
+            p.nnodes.max(0) as u32,
             state,
-            requeued: state == JobState::Requeued,
-            attributed: None,
-        })
+        ))
     }
     fn set_gpus(&mut self, gpus: u32) {
-        self.gpus = gpus;
+        ReportRun::set_gpus(self, gpus);
     }
     fn nodes(&self) -> u32 {
-        self.nodes
+        super::Run::nodes(self)
     }
     fn set_requeued(&mut self) {
-        self.requeued = true;
+        ReportRun::set_requeued(self);
     }
     fn set_attributed(&mut self, category: String, co_categories: Vec<String>) {
-        self.attributed = Some(Box::new(Attributed {
-            category,
-            co_categories,
-        }));
+        self.attribute(category, co_categories);
     }
 }
 

@@ -86,22 +86,67 @@ impl Run for JobRecord {
     }
 }
 
-/// A run read from lemon.db, in whole seconds (48 bytes; a hardware
-/// failure's categories beside it).
+/// A run read from lemon.db, in whole seconds: 48 bytes, a hardware
+/// failure's categories boxed beside it. Read it through [`Run`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportRun {
     /// Seconds since the epoch; a time no `DateTime` can hold reads as 0,
     /// as [`JobRecord`]'s would.
-    pub end: i64,
-    pub start: Option<i64>,
-    pub submit: Option<i64>,
-    pub gpus: u32,
-    pub nodes: u32,
-    pub state: JobState,
-    pub requeued: bool,
-    /// The category and co-occurring categories of a run attributed to
-    /// hardware.
-    pub attributed: Option<Box<Attributed>>,
+    end: i64,
+    /// [`UNKNOWN`] where the run has none: an `Option<i64>` would take 16
+    /// bytes, and a million runs' first touch of their memory shows.
+    start: i64,
+    submit: i64,
+    gpus: u32,
+    nodes: u32,
+    state: JobState,
+    requeued: bool,
+    attributed: Option<Box<Attributed>>,
+}
+
+/// A start or submission a run does not have (no time reads as this:
+/// [`seconds`] makes times no `DateTime` holds 0).
+const UNKNOWN: i64 = i64::MIN;
+
+impl ReportRun {
+    /// A run that is not (yet) attributed, requeued only when its state
+    /// says so.
+    pub fn new(
+        end: i64,
+        start: Option<i64>,
+        submit: Option<i64>,
+        gpus: u32,
+        nodes: u32,
+        state: JobState,
+    ) -> ReportRun {
+        ReportRun {
+            end: seconds(end),
+            start: start.map_or(UNKNOWN, seconds),
+            submit: submit.map_or(UNKNOWN, seconds),
+            gpus,
+            nodes,
+            state,
+            requeued: state == JobState::Requeued,
+            attributed: None,
+        }
+    }
+
+    pub(crate) fn set_gpus(&mut self, gpus: u32) {
+        self.gpus = gpus;
+    }
+
+    pub(crate) fn set_requeued(&mut self) {
+        self.requeued = true;
+    }
+
+    /// Attributes the run to hardware: `category`, with the other
+    /// categories of its window.
+    pub fn attribute(&mut self, category: String, co_categories: Vec<String>) {
+        self.attributed = Some(Box::new(Attributed {
+            category,
+            co_categories,
+        }));
+    }
 }
 
 /// Why a run counts as a hardware failure: the category it is attributed
@@ -113,7 +158,12 @@ pub struct Attributed {
 }
 
 /// `t` where a `DateTime` holds it, else 0 (`DateTime`'s default).
-pub(crate) fn seconds(t: i64) -> i64 {
+fn seconds(t: i64) -> i64 {
+    // 2^40 s is 34,000 years: any `DateTime` holds that, without the
+    // calendar arithmetic of asking.
+    if t.unsigned_abs() < 1 << 40 {
+        return t;
+    }
     DateTime::from_timestamp(t, 0).map_or(0, |_| t)
 }
 
@@ -131,17 +181,18 @@ impl Run for ReportRun {
         self.end
     }
     fn start_s(&self) -> Option<i64> {
-        self.start
+        (self.start != UNKNOWN).then_some(self.start)
     }
     fn runtime_s(&self) -> f64 {
         // As `JobRecord::runtime_s`: milliseconds, then seconds.
-        match self.start {
+        match self.start_s() {
             Some(start) => ((self.end - start) * 1000).max(0) as f64 / 1000.0,
             None => 0.0,
         }
     }
     fn wait_s(&self) -> Option<i64> {
-        Some(self.start? - self.submit?)
+        let submit = (self.submit != UNKNOWN).then_some(self.submit)?;
+        Some(self.start_s()? - submit)
     }
     fn ended_in(&self, range: &TimeRange) -> bool {
         range.contains(DateTime::from_timestamp(self.end, 0).unwrap_or_default())
@@ -182,21 +233,21 @@ mod tests {
     }
 
     fn compact(r: &JobRecord) -> ReportRun {
-        ReportRun {
-            end: r.end.timestamp(),
-            start: r.start.map(|s| s.timestamp()),
-            submit: r.submit.map(|s| s.timestamp()),
-            gpus: r.gpus,
-            nodes: r.nodes,
-            state: r.state,
-            requeued: r.requeued,
-            attributed: r.category.clone().map(|category| {
-                Box::new(Attributed {
-                    category,
-                    co_categories: r.co_categories.clone(),
-                })
-            }),
+        let mut c = ReportRun::new(
+            r.end.timestamp(),
+            r.start.map(|s| s.timestamp()),
+            r.submit.map(|s| s.timestamp()),
+            r.gpus,
+            r.nodes,
+            r.state,
+        );
+        if r.requeued {
+            c.set_requeued();
         }
+        if let Some(category) = r.category.clone() {
+            c.attribute(category, r.co_categories.clone());
+        }
+        c
     }
 
     #[test]
@@ -222,6 +273,15 @@ mod tests {
     #[test]
     fn a_time_no_date_can_hold_reads_as_the_epoch() {
         assert_eq!(seconds(i64::MAX), 0);
+        assert_eq!(seconds(i64::MIN + 1), 0);
         assert_eq!(seconds(1_700_000_000), 1_700_000_000);
+        assert_eq!(seconds(-(1 << 41)), -(1 << 41));
+        let r = ReportRun::new(i64::MAX, Some(i64::MIN), None, 8, 1, JobState::Completed);
+        assert_eq!((r.end_s(), r.start_s(), r.wait_s()), (0, Some(0), None));
+    }
+
+    #[test]
+    fn a_compact_run_takes_48_bytes() {
+        assert_eq!(std::mem::size_of::<ReportRun>(), 48);
     }
 }
