@@ -51,17 +51,20 @@ struct Pending {
     row_id: i64,
     raw: i64,
     end: i64,
-    nnodes: i64,
-    gpus: Option<i64>,
+    /// AllocTRES had `gres/gpu`.
+    gpus_known: bool,
 }
 
 /// What the pass over the runs gives the report: the records, what each
-/// still needs (same order), and the raw job id and end of every run.
+/// still needs (same order), the runs of the lookahead, and the GPUs per
+/// node of the runs that tell.
 struct Runs<J> {
     jobs: Vec<J>,
     pending: Vec<Pending>,
-    /// (raw job id, end) of every run read, the lookahead's included.
-    ends: Vec<(i64, i64)>,
+    /// (raw job id, end) of the runs read past the range.
+    lookahead: Vec<(i64, i64)>,
+    /// Runs by their `gres/gpu` ÷ nodes, where that is whole.
+    per_node_gpus: FastMap<i64, u64>,
 }
 
 impl<J> Default for Runs<J> {
@@ -69,14 +72,21 @@ impl<J> Default for Runs<J> {
         Runs {
             jobs: Vec::new(),
             pending: Vec::new(),
-            ends: Vec::new(),
+            lookahead: Vec::new(),
+            per_node_gpus: FastMap::default(),
         }
     }
 }
 
 /// A run of the report as [`load`] builds it from a row, then completes.
 trait Record: Sized {
-    fn from_row(r: &RunRow, state: JobState, p: &Pending) -> crate::error::Result<Self>;
+    /// `gpus`: of AllocTRES, `None` where it has no `gres/gpu`.
+    fn from_row(
+        r: &RunRow,
+        state: JobState,
+        gpus: Option<i64>,
+        nnodes: i64,
+    ) -> crate::error::Result<Self>;
     fn set_gpus(&mut self, gpus: u32);
     fn nodes(&self) -> u32;
     fn set_requeued(&mut self);
@@ -84,7 +94,12 @@ trait Record: Sized {
 }
 
 impl Record for JobRecord {
-    fn from_row(r: &RunRow, state: JobState, p: &Pending) -> crate::error::Result<Self> {
+    fn from_row(
+        r: &RunRow,
+        state: JobState,
+        gpus: Option<i64>,
+        nnodes: i64,
+    ) -> crate::error::Result<Self> {
         Ok(JobRecord {
             id: r.job_id()?.to_string(),
             state,
@@ -92,8 +107,8 @@ impl Record for JobRecord {
             start: r.start()?.map(time),
             end: time(r.end),
             // Runs without `gres/gpu` get theirs once the GPUs per node are known.
-            gpus: p.gpus.map_or(0, |g| g.max(0) as u32),
-            nodes: p.nnodes.max(0) as u32,
+            gpus: gpus.map_or(0, |g| g.max(0) as u32),
+            nodes: nnodes.max(0) as u32,
             // Failed runs get theirs once the attribution is done.
             category: None,
             co_categories: Vec::new(),
@@ -117,13 +132,18 @@ impl Record for JobRecord {
 }
 
 impl Record for ReportRun {
-    fn from_row(r: &RunRow, state: JobState, p: &Pending) -> crate::error::Result<Self> {
+    fn from_row(
+        r: &RunRow,
+        state: JobState,
+        gpus: Option<i64>,
+        nnodes: i64,
+    ) -> crate::error::Result<Self> {
         Ok(ReportRun::new(
             r.end,
             r.start()?,
             r.submit()?,
-            p.gpus.map_or(0, |g| g.max(0) as u32),
-            p.nnodes.max(0) as u32,
+            gpus.map_or(0, |g| g.max(0) as u32),
+            nnodes.max(0) as u32,
             state,
         ))
     }
@@ -197,17 +217,23 @@ fn load<J: Record>(
     let Runs {
         mut jobs,
         pending,
-        ends,
+        lookahead,
+        per_node_gpus,
     } = runs;
-    let last_end = LastEnds::new(&ends);
+    let last_end = LastEnds::new(
+        pending
+            .iter()
+            .map(|p| (p.raw, p.end))
+            .chain(lookahead.iter().copied()),
+    );
     let (gpn, source) = match gpus_per_node {
         Some(g) => (g.max(1), "given".to_string()),
-        None => infer_gpus_per_node(&pending),
+        None => infer_gpus_per_node(per_node_gpus),
     };
     // Both in row id order: a merge, not a lookup per run.
     let mut categories = categories.into_iter().peekable();
     for (job, p) in jobs.iter_mut().zip(&pending) {
-        if p.gpus.is_none() {
+        if !p.gpus_known {
             job.set_gpus(job.nodes().saturating_mul(gpn));
         }
         if last_end.of(p.raw) > p.end {
@@ -268,20 +294,25 @@ enum LastEnds {
 }
 
 impl LastEnds {
-    fn new(ends: &[(i64, i64)]) -> LastEnds {
-        let first = ends.iter().map(|e| e.0).min().unwrap_or(0);
-        let last = ends.iter().map(|e| e.0).max().unwrap_or(0);
+    fn new(ends: impl Iterator<Item = (i64, i64)> + Clone) -> LastEnds {
+        let (mut first, mut last, mut len) = (i64::MAX, i64::MIN, 0usize);
+        for (raw, _) in ends.clone() {
+            (first, last, len) = (first.min(raw), last.max(raw), len + 1);
+        }
+        if len == 0 {
+            (first, last) = (0, 0);
+        }
         let span = usize::try_from(last.saturating_sub(first)).unwrap_or(usize::MAX);
-        if span < ends.len().saturating_mul(4).max(1024) {
+        if span < len.saturating_mul(4).max(1024) {
             let mut dense = vec![i64::MIN; span + 1];
-            for &(raw, end) in ends {
+            for (raw, end) in ends {
                 let slot = &mut dense[(raw - first) as usize];
                 *slot = (*slot).max(end);
             }
             return LastEnds::Dense { first, ends: dense };
         }
         let mut map = FastMap::default();
-        for &(raw, end) in ends {
+        for (raw, end) in ends {
             let e = map.entry(raw).or_insert(end);
             *e = (*e).max(end);
         }
@@ -311,7 +342,6 @@ impl<J: Record> RunVisitor for ReportRuns<'_, J> {
     fn expect(&mut self, runs: usize) {
         self.runs.jobs.reserve(runs);
         self.runs.pending.reserve(runs);
-        self.runs.ends.reserve(runs);
     }
 
     fn visit(&mut self, run: &RunRow) -> crate::error::Result<()> {
@@ -326,20 +356,24 @@ impl<J: Record> Runs<J> {
     /// third of a second.
     fn add(&mut self, r: &RunRow, until: i64) -> crate::error::Result<()> {
         let raw = r.job_id_raw()?;
-        self.ends.push((raw, r.end));
         if r.end >= until {
+            self.lookahead.push((raw, r.end));
             return Ok(());
         }
-        let p = Pending {
+        let (nnodes, gpus) = (r.nnodes()?, r.gpus()?);
+        if let Some(g) = gpus {
+            if nnodes > 0 && g > 0 && g % nnodes == 0 {
+                *self.per_node_gpus.entry(g / nnodes).or_default() += 1;
+            }
+        }
+        let state = JobState::from_sacct(r.state()?);
+        self.jobs.push(J::from_row(r, state, gpus, nnodes)?);
+        self.pending.push(Pending {
             row_id: r.id,
             raw,
             end: r.end,
-            nnodes: r.nnodes()?,
-            gpus: r.gpus()?,
-        };
-        let state = JobState::from_sacct(r.state()?);
-        self.jobs.push(J::from_row(r, state, &p)?);
-        self.pending.push(p);
+            gpus_known: gpus.is_some(),
+        });
         Ok(())
     }
 }
@@ -364,15 +398,8 @@ pub fn state_changes(
         .collect())
 }
 
-fn infer_gpus_per_node(rows: &[Pending]) -> (u32, String) {
-    let mut counts: HashMap<i64, u64> = HashMap::new();
-    for r in rows {
-        if let Some(g) = r.gpus {
-            if r.nnodes > 0 && g > 0 && g % r.nnodes == 0 {
-                *counts.entry(g / r.nnodes).or_default() += 1;
-            }
-        }
-    }
+/// The most common GPUs per node of `counts` (runs by `gres/gpu` ÷ nodes).
+fn infer_gpus_per_node(counts: FastMap<i64, u64>) -> (u32, String) {
     match counts.into_iter().max_by_key(|&(g, n)| (n, g)) {
         Some((g, n)) => (
             g as u32,
