@@ -14,7 +14,7 @@
 //! that a change meant to be faster can be shown to give the same report.
 
 use lemon::attribute::AttributionParams;
-use lemon::reliability::load::{current_lemons, fleet_nodes, load_jobs};
+use lemon::reliability::load::{current_lemons, fleet_nodes, load_runs};
 use lemon::reliability::render::{render, Format};
 use lemon::reliability::{build_report, JobState, ReportInput, ReportParams};
 use lemonade_tests::reliability_history::{
@@ -96,7 +96,7 @@ fn bench(jobs: usize, mix: &str, sizes: &'static [(u32, f64)], dump: Option<&Pat
     );
     let from_db_report = || {
         let loaded =
-            load_jobs(&conn, input.range, None, &AttributionParams::default()).expect("load");
+            load_runs(&conn, input.range, None, &AttributionParams::default()).expect("load");
         let db_input = ReportInput {
             range: input.range,
             fleet_nodes: fleet_nodes(&conn).expect("nodes"),

@@ -27,13 +27,17 @@ pub fn unpack_node_ids(packed: &[u8]) -> impl Iterator<Item = i64> + '_ {
         .map(|b| i64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
 }
 
-/// One stored run as [`scan_runs`] reads it: its id and end, and the
-/// other columns read on demand (a column costs as much as a row's step,
-/// and scoring needs fewer of them than the reliability report).
+/// One stored run as [`scan_runs`] reads it: its id and end, its start
+/// and state (which every reader of the pass reads, some twice: read once
+/// here), and the other columns read on demand (a column costs as much as
+/// a row's step, and scoring needs fewer of them than the reliability
+/// report).
 pub struct RunRow<'r> {
     row: &'r Row<'r>,
     pub id: i64,
     pub end: i64,
+    start: Option<i64>,
+    state: &'r str,
 }
 
 /// The columns of [`scan_runs`]'s query, by place.
@@ -81,12 +85,12 @@ impl<'r> RunRow<'r> {
 
     /// `None`: the run never started.
     pub fn start(&self) -> Result<Option<i64>> {
-        self.int(col::START)
+        Ok(self.start)
     }
 
     /// sacct's State.
     pub fn state(&self) -> Result<&'r str> {
-        Ok(self.text(col::STATE)?.unwrap_or(""))
+        Ok(self.state)
     }
 
     pub fn partition(&self) -> Result<Option<&'r str>> {
@@ -165,11 +169,15 @@ pub fn scan_runs(conn: &Connection, t0: i64, t1: i64, each: &mut dyn RunVisitor)
         if end <= t0 || end > t1 {
             continue;
         }
-        each.visit(&RunRow {
+        let mut run = RunRow {
             row: r,
             id: r.get(0)?,
             end,
-        })?;
+            start: r.get(col::START)?,
+            state: "",
+        };
+        run.state = run.text(col::STATE)?.unwrap_or("");
+        each.visit(&run)?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Attributed hardware failures: which check categories explain the
 //! `FAILED`/`NODE_FAIL` runs, and which categories fire together.
 
-use super::{gpu_hours, ratio, JobRecord, JobState, Totals};
+use super::{gpu_hours, ratio, JobState, Run, Totals};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -47,23 +47,23 @@ struct Acc {
 }
 
 /// Summarises the failed runs by attributed category.
-pub fn summarize(jobs: &[&JobRecord], totals: &Totals) -> AttributionSummary {
+pub fn summarize<R: Run>(jobs: &[&R], totals: &Totals) -> AttributionSummary {
     let mut by_cat: HashMap<&str, Acc> = HashMap::new();
     let mut pairs: BTreeMap<(&str, &str), u64> = BTreeMap::new();
     let mut unattributed = Acc::default();
     let mut failed_jobs = 0;
     for job in jobs
         .iter()
-        .filter(|j| matches!(j.state, JobState::Failed | JobState::NodeFail))
+        .filter(|j| matches!(j.state(), JobState::Failed | JobState::NodeFail))
     {
         failed_jobs += 1;
-        let hours = gpu_hours(job);
-        match job.category.as_deref() {
+        let hours = gpu_hours(*job);
+        match job.category() {
             Some(cat) => {
                 let acc = by_cat.entry(cat).or_default();
                 acc.jobs += 1;
                 acc.gpu_hours += hours;
-                for other in &job.co_categories {
+                for other in job.co_categories() {
                     if other != cat {
                         *pairs.entry((cat, other.as_str())).or_default() += 1;
                     }

@@ -2,7 +2,7 @@
 //! `lemon report --reliability` and `lemon ettr`, and what they print.
 
 use super::ettr::EttrCase;
-use super::load::{current_lemons, fleet_nodes, load_jobs, signals_from_scores};
+use super::load::{current_lemons, fleet_nodes, load_runs, signals_from_scores};
 use super::render::{render, Format};
 use super::{build_report, ReliabilityError, ReportInput, ReportParams, TimeRange};
 use crate::attribute::AttributionParams;
@@ -159,7 +159,7 @@ pub fn reliability_report(
     if range.since >= range.until {
         return Err(ReliabilityError::NoHistory { until: range.until });
     }
-    let loaded = load_jobs(conn, range, args.gpus_per_node, attribution)?;
+    let loaded = load_runs(conn, range, args.gpus_per_node, attribution)?;
     let input = ReportInput {
         range,
         fleet_nodes: fleet_nodes(conn)?,
@@ -190,7 +190,7 @@ pub fn history_rate(
 ) -> Result<Option<f64>, ReliabilityError> {
     let until = DateTime::from_timestamp(now, 0).unwrap_or_default();
     let range = TimeRange::last_days(until, i64::from(days));
-    let loaded = load_jobs(conn, range, None, attribution)?;
+    let loaded = load_runs(conn, range, None, attribution)?;
     let refs: Vec<_> = loaded.jobs.iter().collect();
     let defaults = ReportParams::default();
     let rate = super::failure_rate::rate(&refs, defaults.large_job_gpus, "", defaults.confidence);

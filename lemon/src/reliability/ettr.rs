@@ -5,7 +5,7 @@
 //! with N nodes, r_f failures per node per unit time, checkpoint interval
 //! Δt, restart overhead u0, queue time q and productive runtime R.
 
-use super::{JobRecord, ReportParams};
+use super::{ReportParams, Run};
 use crate::stats::median;
 use serde::Serialize;
 
@@ -78,7 +78,7 @@ pub struct QueueTime {
 
 /// The queue time q: given, or the median wait (start − submit) of the
 /// large jobs in the history, or of all jobs when there are no large ones.
-pub fn queue_time(jobs: &[&JobRecord], params: &ReportParams) -> QueueTime {
+pub fn queue_time<R: Run>(jobs: &[&R], params: &ReportParams) -> QueueTime {
     if let Some(q) = params.queue_min {
         return QueueTime {
             minutes: q,
@@ -87,8 +87,8 @@ pub fn queue_time(jobs: &[&JobRecord], params: &ReportParams) -> QueueTime {
     }
     let waits = |min_gpus: u32| -> Vec<f64> {
         jobs.iter()
-            .filter(|j| j.gpus > min_gpus)
-            .filter_map(|j| Some((j.start? - j.submit?).num_seconds().max(0) as f64 / 60.0))
+            .filter(|j| j.gpus() > min_gpus)
+            .filter_map(|j| Some(j.wait_s()?.max(0) as f64 / 60.0))
             .collect()
     };
     for (min_gpus, what) in [

@@ -3,7 +3,7 @@
 //! category.
 
 use super::mttf::mttf_interval;
-use super::{ratio, JobRecord, ReportParams, TimeRange, DAY_S};
+use super::{ratio, ReportParams, Run, TimeRange, DAY_S};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -80,13 +80,13 @@ impl FailureRates {
 
 /// r_f over the runs with more than `min_gpus_exclusive` GPUs, with its
 /// interval at `confidence` when the failures are few.
-pub fn rate(jobs: &[&JobRecord], min_gpus_exclusive: u32, rule: &str, confidence: f64) -> Rate {
+pub fn rate<R: Run>(jobs: &[&R], min_gpus_exclusive: u32, rule: &str, confidence: f64) -> Rate {
     let mut n = 0;
     let mut failures = 0;
     let mut node_days = 0.0;
-    for job in jobs.iter().filter(|j| j.gpus > min_gpus_exclusive) {
+    for job in jobs.iter().filter(|j| j.gpus() > min_gpus_exclusive) {
         n += 1;
-        node_days += job.nodes as f64 * job.runtime_s() / DAY_S;
+        node_days += job.nodes() as f64 * job.runtime_s() / DAY_S;
         if job.is_hardware_failure() {
             failures += 1;
         }
@@ -110,7 +110,7 @@ fn rate_interval(node_days: f64, failures: u64, confidence: f64) -> (f64, f64) {
 }
 
 /// Computes the failure-rate section.
-pub fn failure_rates(jobs: &[&JobRecord], range: TimeRange, params: &ReportParams) -> FailureRates {
+pub fn failure_rates<R: Run>(jobs: &[&R], range: TimeRange, params: &ReportParams) -> FailureRates {
     let paper = rate(
         jobs,
         params.large_job_gpus,
@@ -129,7 +129,7 @@ pub fn failure_rates(jobs: &[&JobRecord], range: TimeRange, params: &ReportParam
     let mut counts: HashMap<&str, u64> = HashMap::new();
     for job in jobs
         .iter()
-        .filter(|j| j.gpus > 0 && j.is_hardware_failure())
+        .filter(|j| j.gpus() > 0 && j.is_hardware_failure())
     {
         *counts.entry(job.failure_category()).or_default() += 1;
     }
@@ -164,8 +164,8 @@ pub fn failure_rates(jobs: &[&JobRecord], range: TimeRange, params: &ReportParam
 
 /// The rolling series over all GPU jobs: node-days are spread over the days
 /// each run spans, failures fall on the day the run ended.
-fn rolling(
-    jobs: &[&JobRecord],
+fn rolling<R: Run>(
+    jobs: &[&R],
     range: TimeRange,
     window_days: u32,
     categories: Vec<String>,
@@ -183,18 +183,18 @@ fn rolling(
         .collect();
     let mut fails = vec![vec![0u64; n_days]; categories.len()];
     let day_of = |t: i64| ((t - origin).div_euclid(86_400)).clamp(0, n_days as i64 - 1) as usize;
-    for job in jobs.iter().filter(|j| j.gpus > 0) {
-        if let Some(start) = job.start {
+    for job in jobs.iter().filter(|j| j.gpus() > 0) {
+        if let Some(start) = job.start_s() {
             // Clip to the range so that a run that started long before does
             // not pile its node-days on the first day.
-            let s = start.timestamp().max(range.since.timestamp());
-            let e = job.end.timestamp().min(range.until.timestamp());
+            let s = start.max(range.since.timestamp());
+            let e = job.end_s().min(range.until.timestamp());
             let mut t = s;
             while t < e {
                 let d = day_of(t);
                 let day_end = origin + (d as i64 + 1) * 86_400;
                 let upto = e.min(day_end);
-                node_days[d] += job.nodes as f64 * (upto - t) as f64 / DAY_S;
+                node_days[d] += job.nodes() as f64 * (upto - t) as f64 / DAY_S;
                 if upto <= t {
                     break;
                 }
@@ -203,7 +203,7 @@ fn rolling(
         }
         if job.is_hardware_failure() {
             if let Some(&c) = cat_index.get(job.failure_category()) {
-                fails[c][day_of(job.end.timestamp())] += 1;
+                fails[c][day_of(job.end_s())] += 1;
             }
         }
     }

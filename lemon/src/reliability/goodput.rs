@@ -2,7 +2,7 @@
 //! work since the last checkpoint), and the second-order preemptions that
 //! requeued large jobs cause.
 
-use super::{ratio, JobRecord, JobState, ReportParams};
+use super::{ratio, JobState, ReportParams, Run};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -31,12 +31,12 @@ pub struct LostGoodput {
     pub second_order_share: f64,
 }
 
-fn lost_hours(job: &JobRecord, cap_s: f64) -> f64 {
-    job.gpus as f64 * job.runtime_s().min(cap_s) / 3600.0
+fn lost_hours<R: Run>(job: &R, cap_s: f64) -> f64 {
+    job.gpus() as f64 * job.runtime_s().min(cap_s) / 3600.0
 }
 
 /// Computes the lost-goodput section.
-pub fn lost_goodput(jobs: &[&JobRecord], params: &ReportParams) -> LostGoodput {
+pub fn lost_goodput<R: Run>(jobs: &[&R], params: &ReportParams) -> LostGoodput {
     let cap_s = params.goodput_cap_min * 60.0;
     let mut hardware = Lost {
         what: "hardware failures".into(),
@@ -52,22 +52,22 @@ pub fn lost_goodput(jobs: &[&JobRecord], params: &ReportParams) -> LostGoodput {
     // Requeue instants of large failed jobs; a requeue happens as the run ends.
     let mut requeues: Vec<i64> = Vec::new();
     for job in jobs {
-        let failed = matches!(job.state, JobState::Failed | JobState::NodeFail);
+        let failed = matches!(job.state(), JobState::Failed | JobState::NodeFail);
         if failed {
             all_failed.jobs += 1;
-            all_failed.gpu_hours += lost_hours(job, cap_s);
+            all_failed.gpu_hours += lost_hours(*job, cap_s);
         }
         if job.is_hardware_failure() {
-            let h = lost_hours(job, cap_s);
+            let h = lost_hours(*job, cap_s);
             hardware.jobs += 1;
             hardware.gpu_hours += h;
             let e = by_cat.entry(job.failure_category()).or_default();
             e.0 += 1;
             e.1 += h;
         }
-        let large_failure = failed || job.state == JobState::Requeued;
-        if large_failure && job.requeued && job.gpus > params.large_job_gpus {
-            requeues.push(job.end.timestamp());
+        let large_failure = failed || job.state() == JobState::Requeued;
+        if large_failure && job.requeued() && job.gpus() > params.large_job_gpus {
+            requeues.push(job.end_s());
         }
     }
     requeues.sort_unstable();
@@ -80,13 +80,13 @@ pub fn lost_goodput(jobs: &[&JobRecord], params: &ReportParams) -> LostGoodput {
         jobs: 0,
         gpu_hours: 0.0,
     };
-    for job in jobs.iter().filter(|j| j.state == JobState::Preempted) {
-        let t = job.end.timestamp();
+    for job in jobs.iter().filter(|j| j.state() == JobState::Preempted) {
+        let t = job.end_s();
         // The latest requeue at or before the preemption.
         let i = requeues.partition_point(|&r| r <= t);
         if i > 0 && t - requeues[i - 1] <= window_s {
             second.jobs += 1;
-            second.gpu_hours += lost_hours(job, cap_s);
+            second.gpu_hours += lost_hours(*job, cap_s);
         }
     }
     let mut by_category: Vec<Lost> = by_cat

@@ -14,7 +14,9 @@
 //! `attributions` table, which only covers the last `lemon run`.
 
 use super::remediation::StateChangeRecord;
-use super::{JobRecord, JobState, LemonEntry, ReliabilityError, SignalValues, TimeRange};
+use super::{
+    JobRecord, JobState, LemonEntry, ReliabilityError, ReportRun, SignalValues, TimeRange,
+};
 use crate::attribute::{AttributionParams, Evidence, FailedRun, AFTER_END_S, BEFORE_END_S};
 use crate::db::{self, RunRow, RunVisitor};
 use crate::decide::Scores;
@@ -32,10 +34,11 @@ pub const DEFAULT_GPUS_PER_NODE: u32 = 8;
 const REQUEUE_LOOKAHEAD_S: i64 = 2 * 86_400;
 
 /// The runs of `range` and the GPUs per node used for runs without
-/// `gres/gpu` in AllocTRES.
+/// `gres/gpu` in AllocTRES: [`JobRecord`]s ([`load_jobs`]) or the report's
+/// compact [`ReportRun`]s ([`load_runs`]).
 #[derive(Debug, Clone)]
-pub struct LoadedJobs {
-    pub jobs: Vec<JobRecord>,
+pub struct LoadedJobs<J = JobRecord> {
+    pub jobs: Vec<J>,
     pub gpus_per_node: u32,
     /// Where `gpus_per_node` came from.
     pub gpus_per_node_source: String,
@@ -48,39 +51,155 @@ struct Pending {
     row_id: i64,
     raw: i64,
     end: i64,
-    nnodes: i64,
-    gpus: Option<i64>,
+    /// AllocTRES had `gres/gpu`.
+    gpus_known: bool,
 }
 
 /// What the pass over the runs gives the report: the records, what each
-/// still needs (same order), and the raw job id and end of every run.
-#[derive(Default)]
-struct Runs {
-    jobs: Vec<JobRecord>,
+/// still needs (same order), the runs of the lookahead, and the GPUs per
+/// node of the runs that tell.
+struct Runs<J> {
+    jobs: Vec<J>,
     pending: Vec<Pending>,
-    /// (raw job id, end) of every run read, the lookahead's included.
-    ends: Vec<(i64, i64)>,
+    /// (raw job id, end) of the runs read past the range.
+    lookahead: Vec<(i64, i64)>,
+    /// Runs by their `gres/gpu` ÷ nodes, where that is whole.
+    per_node_gpus: FastMap<i64, u64>,
+}
+
+impl<J> Default for Runs<J> {
+    fn default() -> Self {
+        Runs {
+            jobs: Vec::new(),
+            pending: Vec::new(),
+            lookahead: Vec::new(),
+            per_node_gpus: FastMap::default(),
+        }
+    }
+}
+
+/// A run of the report as [`load`] builds it from a row, then completes.
+trait Record: Sized {
+    /// `gpus`: of AllocTRES, `None` where it has no `gres/gpu`.
+    fn from_row(
+        r: &RunRow,
+        state: JobState,
+        gpus: Option<i64>,
+        nnodes: i64,
+    ) -> crate::error::Result<Self>;
+    fn set_gpus(&mut self, gpus: u32);
+    fn nodes(&self) -> u32;
+    fn set_requeued(&mut self);
+    fn set_attributed(&mut self, category: String, co_categories: Vec<String>);
+}
+
+impl Record for JobRecord {
+    fn from_row(
+        r: &RunRow,
+        state: JobState,
+        gpus: Option<i64>,
+        nnodes: i64,
+    ) -> crate::error::Result<Self> {
+        Ok(JobRecord {
+            id: r.job_id()?.to_string(),
+            state,
+            submit: r.submit()?.map(time),
+            start: r.start()?.map(time),
+            end: time(r.end),
+            // Runs without `gres/gpu` get theirs once the GPUs per node are known.
+            gpus: gpus.map_or(0, |g| g.max(0) as u32),
+            nodes: nnodes.max(0) as u32,
+            // Failed runs get theirs once the attribution is done.
+            category: None,
+            co_categories: Vec::new(),
+            requeued: state == JobState::Requeued,
+            partition: r.partition()?.unwrap_or_default().to_string(),
+        })
+    }
+    fn set_gpus(&mut self, gpus: u32) {
+        self.gpus = gpus;
+    }
+    fn nodes(&self) -> u32 {
+        self.nodes
+    }
+    fn set_requeued(&mut self) {
+        self.requeued = true;
+    }
+    fn set_attributed(&mut self, category: String, co_categories: Vec<String>) {
+        self.category = Some(category);
+        self.co_categories = co_categories;
+    }
+}
+
+impl Record for ReportRun {
+    fn from_row(
+        r: &RunRow,
+        state: JobState,
+        gpus: Option<i64>,
+        nnodes: i64,
+    ) -> crate::error::Result<Self> {
+        Ok(ReportRun::new(
+            r.end,
+            r.start()?,
+            r.submit()?,
+            gpus.map_or(0, |g| g.max(0) as u32),
+            nnodes.max(0) as u32,
+            state,
+        ))
+    }
+    fn set_gpus(&mut self, gpus: u32) {
+        ReportRun::set_gpus(self, gpus);
+    }
+    fn nodes(&self) -> u32 {
+        super::Run::nodes(self)
+    }
+    fn set_requeued(&mut self) {
+        ReportRun::set_requeued(self);
+    }
+    fn set_attributed(&mut self, category: String, co_categories: Vec<String>) {
+        self.attribute(category, co_categories);
+    }
 }
 
 fn time(t: i64) -> chrono::DateTime<chrono::Utc> {
     DateTime::from_timestamp(t, 0).unwrap_or_default()
 }
 
-/// Loads the runs that ended inside `range`. `gpus_per_node`: from config
+/// Loads the runs that ended inside `range` as [`JobRecord`]s. `gpus_per_node`: from config
 /// or the command line; `None` infers it from the history (the most common
 /// GPUs ÷ nodes of the runs whose AllocTRES has `gres/gpu`).
-///
-/// The runs are read in the attribution's own pass over them
-/// ([`crate::signals::attribute_range_with`]): one read of a million runs
-/// instead of two.
 pub fn load_jobs(
     conn: &Connection,
     range: TimeRange,
     gpus_per_node: Option<u32>,
     attribution: &AttributionParams,
 ) -> Result<LoadedJobs, ReliabilityError> {
+    load(conn, range, gpus_per_node, attribution)
+}
+
+/// Loads the runs that ended inside `range` as the report's compact
+/// [`ReportRun`]s, which give the same report as [`load_jobs`]'s records
+/// for a fraction of the memory and time (`lemon report --reliability`).
+pub fn load_runs(
+    conn: &Connection,
+    range: TimeRange,
+    gpus_per_node: Option<u32>,
+    attribution: &AttributionParams,
+) -> Result<LoadedJobs<ReportRun>, ReliabilityError> {
+    load(conn, range, gpus_per_node, attribution)
+}
+
+/// The runs are read in the attribution's own pass over them
+/// ([`crate::signals::attribute_range_with`]): one read of a million runs
+/// instead of two.
+fn load<J: Record>(
+    conn: &Connection,
+    range: TimeRange,
+    gpus_per_node: Option<u32>,
+    attribution: &AttributionParams,
+) -> Result<LoadedJobs<J>, ReliabilityError> {
     let (since, until) = (range.since.timestamp(), range.until.timestamp());
-    let mut runs = Runs::default();
+    let mut runs = Runs::<J>::default();
     // `attribute_range_with` takes `(t0, t1]`; times are whole seconds.
     let window = crate::signals::attribute_range_with(
         conn,
@@ -94,25 +213,35 @@ pub fn load_jobs(
         },
     )
     .map_err(lemon_error)?;
-    let mut categories = failure_categories(&window);
+    let categories = failure_categories(&window);
     let Runs {
         mut jobs,
         pending,
-        ends,
+        lookahead,
+        per_node_gpus,
     } = runs;
-    let last_end = LastEnds::new(&ends);
+    let last_end = LastEnds::new(
+        pending
+            .iter()
+            .map(|p| (p.raw, p.end))
+            .chain(lookahead.iter().copied()),
+    );
     let (gpn, source) = match gpus_per_node {
         Some(g) => (g.max(1), "given".to_string()),
-        None => infer_gpus_per_node(&pending),
+        None => infer_gpus_per_node(per_node_gpus),
     };
+    // Both in row id order: a merge, not a lookup per run.
+    let mut categories = categories.into_iter().peekable();
     for (job, p) in jobs.iter_mut().zip(&pending) {
-        if p.gpus.is_none() {
-            job.gpus = job.nodes.saturating_mul(gpn);
+        if !p.gpus_known {
+            job.set_gpus(job.nodes().saturating_mul(gpn));
         }
-        job.requeued |= last_end.of(p.raw) > p.end;
-        if let Some((category, co_categories)) = categories.remove(&p.row_id) {
-            job.category = category;
-            job.co_categories = co_categories;
+        if last_end.of(p.raw) > p.end {
+            job.set_requeued();
+        }
+        while categories.next_if(|c| c.0 < p.row_id).is_some() {}
+        if let Some((_, category, co)) = categories.next_if(|c| c.0 == p.row_id) {
+            job.set_attributed(category, co);
         }
     }
     let jobs = in_end_order(jobs, &pending);
@@ -126,7 +255,11 @@ pub fn load_jobs(
 /// The records by end time, then raw job id (the order of the `jobs_run`
 /// index, which the report's sums follow); the pass reads them by row id,
 /// which follows end times but for runs that end in the same second.
-fn in_end_order(mut jobs: Vec<JobRecord>, pending: &[Pending]) -> Vec<JobRecord> {
+fn in_end_order<J>(mut jobs: Vec<J>, pending: &[Pending]) -> Vec<J> {
+    let key = |p: &Pending| (p.end, p.raw);
+    if pending.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+        return jobs;
+    }
     let mut order: Vec<((i64, i64), usize)> = pending
         .iter()
         .enumerate()
@@ -161,20 +294,25 @@ enum LastEnds {
 }
 
 impl LastEnds {
-    fn new(ends: &[(i64, i64)]) -> LastEnds {
-        let first = ends.iter().map(|e| e.0).min().unwrap_or(0);
-        let last = ends.iter().map(|e| e.0).max().unwrap_or(0);
+    fn new(ends: impl Iterator<Item = (i64, i64)> + Clone) -> LastEnds {
+        let (mut first, mut last, mut len) = (i64::MAX, i64::MIN, 0usize);
+        for (raw, _) in ends.clone() {
+            (first, last, len) = (first.min(raw), last.max(raw), len + 1);
+        }
+        if len == 0 {
+            (first, last) = (0, 0);
+        }
         let span = usize::try_from(last.saturating_sub(first)).unwrap_or(usize::MAX);
-        if span < ends.len().saturating_mul(4).max(1024) {
+        if span < len.saturating_mul(4).max(1024) {
             let mut dense = vec![i64::MIN; span + 1];
-            for &(raw, end) in ends {
+            for (raw, end) in ends {
                 let slot = &mut dense[(raw - first) as usize];
                 *slot = (*slot).max(end);
             }
             return LastEnds::Dense { first, ends: dense };
         }
         let mut map = FastMap::default();
-        for &(raw, end) in ends {
+        for (raw, end) in ends {
             let e = map.entry(raw).or_insert(end);
             *e = (*e).max(end);
         }
@@ -195,16 +333,15 @@ impl LastEnds {
 
 /// The report's side of the pass over the runs: the runs that end
 /// before `until` become records.
-struct ReportRuns<'a> {
-    runs: &'a mut Runs,
+struct ReportRuns<'a, J> {
+    runs: &'a mut Runs<J>,
     until: i64,
 }
 
-impl RunVisitor for ReportRuns<'_> {
+impl<J: Record> RunVisitor for ReportRuns<'_, J> {
     fn expect(&mut self, runs: usize) {
         self.runs.jobs.reserve(runs);
         self.runs.pending.reserve(runs);
-        self.runs.ends.reserve(runs);
     }
 
     fn visit(&mut self, run: &RunRow) -> crate::error::Result<()> {
@@ -212,41 +349,31 @@ impl RunVisitor for ReportRuns<'_> {
     }
 }
 
-impl Runs {
+impl<J: Record> Runs<J> {
     /// Takes one run the pass read: its record when it ended before
     /// `until`, and its end for the requeue lookahead either way. Records
     /// are built as the rows come: a million intermediate rows cost a
     /// third of a second.
     fn add(&mut self, r: &RunRow, until: i64) -> crate::error::Result<()> {
         let raw = r.job_id_raw()?;
-        self.ends.push((raw, r.end));
         if r.end >= until {
+            self.lookahead.push((raw, r.end));
             return Ok(());
         }
-        let p = Pending {
+        let (nnodes, gpus) = (r.nnodes()?, r.gpus()?);
+        if let Some(g) = gpus {
+            if nnodes > 0 && g > 0 && g % nnodes == 0 {
+                *self.per_node_gpus.entry(g / nnodes).or_default() += 1;
+            }
+        }
+        let state = JobState::from_sacct(r.state()?);
+        self.jobs.push(J::from_row(r, state, gpus, nnodes)?);
+        self.pending.push(Pending {
             row_id: r.id,
             raw,
             end: r.end,
-            nnodes: r.nnodes()?,
-            gpus: r.gpus()?,
-        };
-        let state = JobState::from_sacct(r.state()?);
-        self.jobs.push(JobRecord {
-            id: r.job_id()?.to_string(),
-            state,
-            submit: r.submit()?.map(time),
-            start: r.start()?.map(time),
-            end: time(r.end),
-            // Runs without `gres/gpu` get theirs once the GPUs per node are known.
-            gpus: p.gpus.map_or(0, |g| g.max(0) as u32),
-            nodes: p.nnodes.max(0) as u32,
-            // Failed runs get theirs once the attribution is done.
-            category: None,
-            co_categories: Vec::new(),
-            requeued: state == JobState::Requeued,
-            partition: r.partition()?.unwrap_or_default().to_string(),
+            gpus_known: gpus.is_some(),
         });
-        self.pending.push(p);
         Ok(())
     }
 }
@@ -271,15 +398,8 @@ pub fn state_changes(
         .collect())
 }
 
-fn infer_gpus_per_node(rows: &[Pending]) -> (u32, String) {
-    let mut counts: HashMap<i64, u64> = HashMap::new();
-    for r in rows {
-        if let Some(g) = r.gpus {
-            if r.nnodes > 0 && g > 0 && g % r.nnodes == 0 {
-                *counts.entry(g / r.nnodes).or_default() += 1;
-            }
-        }
-    }
+/// The most common GPUs per node of `counts` (runs by `gres/gpu` ÷ nodes).
+fn infer_gpus_per_node(counts: FastMap<i64, u64>) -> (u32, String) {
     match counts.into_iter().max_by_key(|&(g, n)| (n, g)) {
         Some((g, n)) => (
             g as u32,
@@ -292,14 +412,15 @@ fn infer_gpus_per_node(rows: &[Pending]) -> (u32, String) {
     }
 }
 
-/// Category and co-occurring categories per failed run (by `jobs.id`).
-type Categories = FastMap<i64, (Option<String>, Vec<String>)>;
+/// Category and co-occurring categories of the failed runs attributed to
+/// hardware, by `jobs.id`, in its order.
+type Categories = Vec<(i64, String, Vec<String>)>;
 
 /// The category of every failed run of the window that the attribution
 /// blames on a node, with the other checks of its window.
 fn failure_categories(window: &crate::signals::Window) -> Categories {
     let mut co = CoOccurring::new(&window.evidence);
-    window
+    let mut categories: Categories = window
         .runs
         .iter()
         .zip(&window.attributions)
@@ -307,9 +428,11 @@ fn failure_categories(window: &crate::signals::Window) -> Categories {
         .map(|(run, a)| {
             let mut others = co.of(run);
             others.retain(|c| *c != a.category);
-            (run.row_id, (Some(a.category.clone()), others))
+            (run.row_id, a.category.clone(), others)
         })
-        .collect()
+        .collect();
+    categories.sort_unstable_by_key(|c| c.0);
+    categories
 }
 
 fn lemon_error(e: crate::error::LemonError) -> ReliabilityError {

@@ -20,6 +20,7 @@ pub mod mttf;
 pub mod outcomes;
 pub mod remediation;
 pub mod render;
+pub mod run;
 pub mod svg;
 
 use chrono::{DateTime, Duration, Utc};
@@ -34,6 +35,7 @@ pub const DEFAULT_MIN_NODE_DAYS: f64 = 100.0;
 pub use crate::error::ReliabilityError;
 
 pub use crate::job_state::JobState;
+pub use run::{Attributed, ReportRun, Run};
 
 /// One run of a job allocation (a requeued job has one record per run).
 #[derive(Debug, Clone, PartialEq)]
@@ -132,15 +134,16 @@ pub struct SignalValues {
     pub values: Vec<f64>,
 }
 
-/// Everything the report is computed from.
+/// Everything the report is computed from: the runs as [`JobRecord`]s,
+/// or as the compact [`ReportRun`]s that lemon.db gives.
 #[derive(Debug, Clone)]
-pub struct ReportInput {
+pub struct ReportInput<J = JobRecord> {
     pub range: TimeRange,
     /// Nodes in the fleet (for the per-node projections and context).
     pub fleet_nodes: u32,
     pub gpus_per_node: u32,
     /// Runs of jobs; those ending outside `range` are ignored.
-    pub jobs: Vec<JobRecord>,
+    pub jobs: Vec<J>,
     pub lemons: Vec<LemonEntry>,
     pub signals: Vec<SignalValues>,
     /// The nodes' state changes from their spool exports (any range: the
@@ -286,8 +289,8 @@ pub struct ReliabilityReport {
 }
 
 /// Computes the whole report.
-pub fn build_report(
-    input: &ReportInput,
+pub fn build_report<J: Run>(
+    input: &ReportInput<J>,
     params: &ReportParams,
 ) -> Result<ReliabilityReport, ReliabilityError> {
     if input.range.since >= input.range.until {
@@ -298,10 +301,10 @@ pub fn build_report(
     }
     params.validate()?;
     let gpn = input.gpus_per_node.max(1);
-    let jobs: Vec<&JobRecord> = input
+    let jobs: Vec<&J> = input
         .jobs
         .iter()
-        .filter(|j| input.range.contains(j.end))
+        .filter(|j| j.ended_in(&input.range))
         .collect();
 
     let outcomes = outcomes::job_outcomes(&jobs);
@@ -310,7 +313,7 @@ pub fn build_report(
         gpu_hours: outcomes.iter().map(|r| r.gpu_hours).fold(0.0, |a, b| a + b),
         node_days: jobs
             .iter()
-            .map(|j| j.nodes as f64 * j.runtime_s() / DAY_S)
+            .map(|j| j.nodes() as f64 * j.runtime_s() / DAY_S)
             .fold(0.0, |a, b| a + b),
     };
     let attribution = attribution::summarize(&jobs, &totals);
@@ -354,6 +357,6 @@ pub(crate) fn ratio(numerator: f64, denominator: f64) -> f64 {
 }
 
 /// GPU-hours of one run.
-pub(crate) fn gpu_hours(job: &JobRecord) -> f64 {
-    job.gpus as f64 * job.runtime_s() / 3600.0
+pub(crate) fn gpu_hours<R: Run>(job: &R) -> f64 {
+    job.gpus() as f64 * job.runtime_s() / 3600.0
 }

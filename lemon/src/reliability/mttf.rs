@@ -1,7 +1,7 @@
 //! MTTF by job size: empirical (runtime over failures, with a chi-square
 //! interval) next to the projection 1/(N·r_f).
 
-use super::{JobRecord, ReportParams};
+use super::{ReportParams, Run};
 use crate::stats::chi2_quantile_even;
 use serde::Serialize;
 
@@ -63,17 +63,17 @@ pub fn buckets(max: u32) -> Vec<u32> {
 }
 
 /// Computes the MTTF table.
-pub fn mttf_table(
-    jobs: &[&JobRecord],
+pub fn mttf_table<R: Run>(
+    jobs: &[&R],
     rate_per_node_day: f64,
     gpus_per_node: u32,
     params: &ReportParams,
 ) -> MttfTable {
     let bounds = buckets(params.max_bucket_gpus.max(8));
     let mut acc = vec![(0u64, 0u64, 0f64); bounds.len()];
-    for job in jobs.iter().filter(|j| j.gpus > 0) {
+    for job in jobs.iter().filter(|j| j.gpus() > 0) {
         let i = bounds
-            .partition_point(|&b| b < job.gpus)
+            .partition_point(|&b| b < job.gpus())
             .min(bounds.len() - 1);
         acc[i].0 += 1;
         acc[i].2 += job.runtime_s() / 3600.0;

@@ -1,6 +1,6 @@
 //! Job outcomes: counts and GPU-hours per final state.
 
-use super::{gpu_hours, ratio, JobRecord, JobState};
+use super::{gpu_hours, ratio, JobState, Run};
 use serde::Serialize;
 
 /// One final state's share of the history.
@@ -15,12 +15,12 @@ pub struct OutcomeRow {
 
 /// Counts and GPU-hours per state; states that never occur are left out,
 /// except the ones the issue names, which always appear (as zero rows).
-pub fn job_outcomes(jobs: &[&JobRecord]) -> Vec<OutcomeRow> {
+pub fn job_outcomes<R: Run>(jobs: &[&R]) -> Vec<OutcomeRow> {
     let mut counts = [0u64; JobState::ALL.len()];
     let mut hours = [0f64; JobState::ALL.len()];
     for job in jobs {
-        counts[job.state.index()] += 1;
-        hours[job.state.index()] += gpu_hours(job);
+        counts[job.state().index()] += 1;
+        hours[job.state().index()] += gpu_hours(*job);
     }
     let total_jobs = jobs.len() as f64;
     let total_hours = hours.iter().fold(0.0, |a, b| a + b);
