@@ -265,11 +265,31 @@ fn reliability_text(
 
 /// Exit 0 when the replay ran, whether it found anything or not.
 fn watch_cmd(ctx: &App, args: &WatchArgs) -> Result<u8> {
+    let Some(replay) = &args.replay else {
+        return watch_live(ctx, args);
+    };
     let json = args.format == WatchFormat::Json;
-    let (out, summary) = crate::watch::replay_file(&args.replay, &ctx.cfg.watch, json)?;
+    let (out, summary) = crate::watch::replay_file(replay, &ctx.cfg.watch, json)?;
     print!("{out}");
     eprintln!("lemon watch: {summary}");
     Ok(EXIT_OK)
+}
+
+/// `lemon watch --live`: the service; with `--once`, one poll's exit code.
+fn watch_live(ctx: &App, args: &WatchArgs) -> Result<u8> {
+    use crate::watch::service::{self, PollEnd, ServiceParams};
+    let conn = ctx.open()?;
+    let params = ServiceParams {
+        cfg: &ctx.cfg,
+        slurm: &ctx.slurm,
+        dry_run: args.dry_run,
+        once: args.once,
+    };
+    Ok(match service::run(&conn, &params)? {
+        PollEnd::Quiet => EXIT_OK,
+        PollEnd::Acted => EXIT_NEW_LEMONS,
+        PollEnd::Skipped => EXIT_ERROR,
+    })
 }
 
 fn ettr_cmd(ctx: &App, args: &EttrArgs) -> Result<u8> {
