@@ -85,9 +85,21 @@ impl Default for PrometheusSettings {
                 m("gpu_util_min", "DCGM_FI_DEV_GPU_UTIL", dcgm, "min", false),
                 m("gpu_power", "DCGM_FI_DEV_POWER_USAGE", dcgm, "avg", false),
                 m("gpu_sm_clock", "DCGM_FI_DEV_SM_CLOCK", dcgm, "avg", false),
-                m("gpu_mem_util", "DCGM_FI_DEV_MEM_COPY_UTIL", dcgm, "avg", false),
+                m(
+                    "gpu_mem_util",
+                    "DCGM_FI_DEV_MEM_COPY_UTIL",
+                    dcgm,
+                    "avg",
+                    false,
+                ),
                 m("pcie_tx", "DCGM_FI_PROF_PCIE_TX_BYTES", dcgm, "sum", false),
-                m("nvlink_tx", "DCGM_FI_PROF_NVLINK_TX_BYTES", dcgm, "sum", false),
+                m(
+                    "nvlink_tx",
+                    "DCGM_FI_PROF_NVLINK_TX_BYTES",
+                    dcgm,
+                    "sum",
+                    false,
+                ),
                 m(
                     "ib_tx",
                     "node_infiniband_port_data_transmitted_bytes_total",
