@@ -230,6 +230,7 @@ fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
             report::decisions(&conn, REPORT_DECISIONS)?,
         )
         .with_firmware(&conn)?
+        .with_watch_detections(&conn)?
         .render(args.format)
     };
     emit(args.reliability_args.output.as_deref(), &out)?;

@@ -337,6 +337,22 @@ fn prometheus_shows_node2_collapsing_and_lemon_watch_drains_it_alone_but_never_a
         "{log}"
     );
     assert_eq!(log.matches("--").count(), 1, "one scontrol call: {log}");
+
+    let out = lemon(&config, &["report"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("Outliers in running jobs"),
+        "{}",
+        text(&out)
+    );
+    let line = report
+        .lines()
+        .find(|l| l.contains("78") && l.contains("node2"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("drained") && line.contains("gpu_"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@ use crate::error::Result;
 use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
 
 /// One detection and what was done about it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DetectionRow {
     pub at: i64,
     pub job: String,

@@ -11,6 +11,7 @@ pub mod hooks;
 pub mod live;
 pub mod prometheus;
 pub mod replay;
+pub mod report;
 pub mod respond;
 pub mod service;
 
