@@ -180,7 +180,12 @@ fn check_metric(m: &PrometheusMetric) -> Result<(), String> {
     if !word(name) {
         return Err(format!("selector `{}`: not a metric name", m.selector));
     }
-    if !rest.is_empty() && !(rest.starts_with('{') && rest.ends_with('}')) {
+    // One pair of braces, nothing inside them that could close and reopen a selector.
+    let matchers = rest
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .filter(|inner| !inner.contains(['{', '}']));
+    if !rest.is_empty() && matchers.is_none() {
         return Err(format!(
             "selector `{}`: only `name{{matchers}}`",
             m.selector
@@ -321,6 +326,7 @@ mod tests {
         for (selector, label) in [
             ("up or vector(1)", "instance"),
             ("up{a=\"b\"} + 1", "instance"),
+            ("up{a=\"b\"} or vector(1) + up{c=\"d\"}", "instance"),
             ("up", "instance) (x"),
         ] {
             assert!(
