@@ -58,3 +58,60 @@ pub fn notify(hooks: &HooksSettings, event: &OutlierEvent<'_>, dry_run: bool) ->
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event<'a>(metrics: &'a [String]) -> OutlierEvent<'a> {
+        OutlierEvent {
+            node: "node2",
+            at: 1_700_000_000,
+            event: "drain",
+            outcome: "applied",
+            reason: "lemon: OUTLIER gpu_util job 77",
+            code: "OUTLIER",
+            job_ids: vec!["77"],
+            metrics,
+            score: 12.5,
+        }
+    }
+
+    #[test]
+    fn a_hook_reads_the_outlier_as_json_and_a_failing_one_is_only_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("event.json");
+        let hooks = HooksSettings {
+            commands: vec![
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    format!("cat > {}", out.display()),
+                ],
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "echo no ticket >&2; exit 3".into(),
+                ],
+            ],
+            timeout_s: 5.0,
+        };
+        let metrics = vec!["gpu_util".to_string()];
+        let lines = notify(&hooks, &event(&metrics), false);
+        assert!(lines[0].starts_with("hook ran"), "{lines:?}");
+        assert!(
+            lines[1].contains("hook failed") && lines[1].contains("no ticket"),
+            "{lines:?}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(json["node"], "node2");
+        assert_eq!(json["code"], "OUTLIER");
+        assert_eq!(json["job_ids"][0], "77");
+
+        std::fs::remove_file(&out).unwrap();
+        let lines = notify(&hooks, &event(&metrics), true);
+        assert!(lines.iter().all(|l| l.contains("dry run")), "{lines:?}");
+        assert!(!out.exists(), "a dry run ran the hook");
+    }
+}

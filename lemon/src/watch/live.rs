@@ -17,6 +17,9 @@ use std::collections::HashMap;
 pub struct Watcher {
     settings: WatchSettings,
     jobs: HashMap<String, JobWatch>,
+    /// Calls a poll could not act on (sinfo failed): offered again by the
+    /// next poll while their job still runs, since a detector calls a node once.
+    pending: Vec<Called>,
 }
 
 struct JobWatch {
@@ -47,7 +50,13 @@ impl Watcher {
         Self {
             settings,
             jobs: HashMap::new(),
+            pending: Vec::new(),
         }
+    }
+
+    /// Keeps calls that could not be acted on for the next poll.
+    pub fn keep_pending(&mut self, calls: Vec<Called>) {
+        self.pending.extend(calls);
     }
 
     /// Reads every watched job's new samples and returns what the detectors
@@ -85,6 +94,10 @@ impl Watcher {
             jobs: watched.len(),
             ..PollOutcome::default()
         };
+        outcome.called = std::mem::take(&mut self.pending);
+        outcome
+            .called
+            .retain(|c| self.jobs.contains_key(&c.detection.job));
         for (job, mut samples) in watched.iter().zip(batches) {
             outcome.samples += samples.len();
             samples.sort_by_key(|s| s.time);
@@ -123,5 +136,133 @@ fn feed(w: &mut JobWatch, job: &str, samples: &[super::OwnedSample], called: &mu
     }
     if let Some(last) = samples.last() {
         w.last_time = w.last_time.max(last.time);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::OwnedSample;
+    use std::cell::RefCell;
+
+    /// Samples of 4 nodes every 10 s up to `until`; node `d` collapses from `fault_at`.
+    struct Synthetic {
+        until: RefCell<i64>,
+        fault_at: i64,
+        asked: RefCell<Vec<i64>>,
+    }
+
+    impl SampleSource for Synthetic {
+        fn recent(&self, job: &RunningJob, since: i64) -> Result<Vec<OwnedSample>, SourceError> {
+            self.asked.borrow_mut().push(since);
+            let mut out = Vec::new();
+            let until = *self.until.borrow();
+            for t in (0..=until).step_by(10).filter(|t| *t > since) {
+                for node in &job.nodes {
+                    let bad = node == "d" && t >= self.fault_at;
+                    for (metric, healthy, sick) in
+                        [("gpu_util", 95.0, 3.0), ("gpu_sm_clock", 1980.0, 300.0)]
+                    {
+                        let value = if bad {
+                            sick
+                        } else {
+                            healthy + (t % 7) as f64 * 0.1
+                        };
+                        out.push(OwnedSample {
+                            time: t,
+                            node: node.clone(),
+                            metric: metric.into(),
+                            value,
+                        });
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    fn job(id: &str) -> RunningJob {
+        RunningJob {
+            id: id.into(),
+            nodes: ["a", "b", "c", "d"].map(String::from).to_vec(),
+        }
+    }
+
+    #[test]
+    fn polls_read_only_newer_samples_call_the_collapsed_node_once_and_forget_ended_jobs() {
+        let mut settings = WatchSettings::default();
+        settings.service.lookback_s = 10_000;
+        let mut watcher = Watcher::new(settings);
+        let source = Synthetic {
+            until: RefCell::new(600),
+            fault_at: 400,
+            asked: RefCell::new(Vec::new()),
+        };
+        let first = watcher.poll(&[job("7")], &source, 600).unwrap();
+        assert!(first.called.is_empty() || first.called.iter().all(|c| c.detection.node == "d"));
+        *source.until.borrow_mut() = 900;
+        let second = watcher.poll(&[job("7")], &source, 900).unwrap();
+        let all: Vec<_> = first.called.iter().chain(&second.called).collect();
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0].detection.node, "d");
+        assert!(all[0].evidence[0].peers_median.unwrap() > all[0].evidence[0].node_value.unwrap());
+        assert_eq!(
+            source.asked.borrow()[1],
+            600,
+            "the second poll reads past the first"
+        );
+        assert_eq!(second.samples, 30 * 4 * 2);
+        let third = watcher.poll(&[], &source, 930).unwrap();
+        assert_eq!(third.jobs, 0);
+        assert!(watcher.jobs.is_empty());
+    }
+
+    #[test]
+    fn a_call_kept_pending_is_offered_again_while_its_job_runs() {
+        let mut watcher = Watcher::new(WatchSettings::default());
+        let source = Synthetic {
+            until: RefCell::new(0),
+            fault_at: i64::MAX,
+            asked: RefCell::new(Vec::new()),
+        };
+        watcher.poll(&[job("7")], &source, 0).unwrap();
+        let called = Called {
+            detection: Detection {
+                job: "7".into(),
+                node: "d".into(),
+                detected_at: 0,
+                metrics: vec!["gpu_util".into()],
+                score: 9.0,
+            },
+            evidence: Vec::new(),
+        };
+        watcher.keep_pending(vec![called]);
+        assert_eq!(
+            watcher.poll(&[job("7")], &source, 10).unwrap().called.len(),
+            1
+        );
+        assert!(watcher
+            .poll(&[job("7")], &source, 20)
+            .unwrap()
+            .called
+            .is_empty());
+        watcher.keep_pending(vec![Called {
+            detection: Detection {
+                job: "8".into(),
+                node: "d".into(),
+                detected_at: 0,
+                metrics: vec![],
+                score: 9.0,
+            },
+            evidence: Vec::new(),
+        }]);
+        assert!(
+            watcher
+                .poll(&[job("7")], &source, 30)
+                .unwrap()
+                .called
+                .is_empty(),
+            "job 8 ended"
+        );
     }
 }

@@ -115,6 +115,7 @@ pub fn poll(
         Ok(r) => r,
         Err(LemonError::Slurm { what, source }) => {
             eprintln!("lemon watch: {what} failed, nothing drained this poll: {source}");
+            watcher.keep_pending(outcome.called);
             return Ok(PollEnd::Skipped);
         }
         Err(e) => return Err(e),
