@@ -320,9 +320,13 @@ fn prometheus_shows_node2_collapsing_and_lemon_watch_drains_it_alone_but_never_a
     );
     assert!(!dir.path().join("scontrol.log").exists(), "{}", text(&out));
 
-    // Another job on the same nodes, node2 in service: drained for real.
+    // Another job on the same nodes, node2 in service: drained for real,
+    // and the job requeued since the config asks for it.
     set_sinfo(dir.path(), "");
     std::fs::write(dir.path().join("squeue.txt"), "78|3|node[1-3]\n").unwrap();
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml += "requeue = true\n"; // [watch.service] is the config's last table
+    std::fs::write(&config, toml).unwrap();
     let out = lemon(&config, &["watch", "--live", "--once"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let log = std::fs::read_to_string(dir.path().join("scontrol.log")).unwrap();
@@ -336,7 +340,11 @@ fn prometheus_shows_node2_collapsing_and_lemon_watch_drains_it_alone_but_never_a
         argv[3].starts_with("Reason=lemon: OUTLIER gpu_") && argv[3].ends_with(" job 78"),
         "{log}"
     );
-    assert_eq!(log.matches("--").count(), 1, "one scontrol call: {log}");
+    assert_eq!(
+        &argv[4..],
+        ["--", "requeue", "78", "--"],
+        "drain, then requeue: {log}"
+    );
 
     let out = lemon(&config, &["report"]);
     let report = String::from_utf8_lossy(&out.stdout);

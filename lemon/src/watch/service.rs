@@ -35,10 +35,10 @@ pub enum PollEnd {
 }
 
 /// The configured source.
-pub fn source_of(cfg: &Config) -> Result<Box<dyn SampleSource>> {
+pub fn source_of<'a>(cfg: &Config, conn: &'a Connection) -> Result<Box<dyn SampleSource + 'a>> {
     let w = &cfg.watch;
     match w.source {
-        WatchSourceKind::Embedded => Ok(Box::new(EmbeddedSource)),
+        WatchSourceKind::Embedded => Ok(Box::new(EmbeddedSource::new(conn))),
         WatchSourceKind::Prometheus => {
             let url = w.prometheus_url.as_deref().ok_or_else(|| {
                 LemonError::Usage(
@@ -54,7 +54,7 @@ pub fn source_of(cfg: &Config) -> Result<Box<dyn SampleSource>> {
 
 /// Runs polls until killed (or one, with `once`); the last poll's end.
 pub fn run(conn: &Connection, p: &ServiceParams<'_>) -> Result<PollEnd> {
-    let source = source_of(p.cfg)?;
+    let source = source_of(p.cfg, conn)?;
     let mut watcher = Watcher::new(p.cfg.watch.clone());
     let period = Duration::from_secs(p.cfg.watch.service.poll_s.max(1));
     loop {
