@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
@@ -40,13 +41,12 @@ enum Fault {
     AllDropTogether,
 }
 
-/// The exposition text at `elapsed` seconds.
-fn exposition(fault: Fault, elapsed: u64) -> String {
+/// The exposition text, `faulty` or not; `tick` varies the jitter.
+fn exposition(fault: Fault, faulty: bool, tick: u64) -> String {
     let mut text = String::from("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n");
-    let faulty = elapsed >= HEALTHY_S;
     for node in 1..=3 {
         for gpu in 0..4 {
-            let jitter = ((node * 7 + gpu * 3 + elapsed as usize) % 5) as f64 * 0.4;
+            let jitter = ((node * 7 + gpu * 3 + tick as usize) % 5) as f64 * 0.4;
             let (mut util, mut clock, mut power) = (94.0 + jitter, 1980.0 - jitter, 650.0 + jitter);
             match fault {
                 Fault::Node2Collapses if faulty && node == 2 => {
@@ -64,12 +64,15 @@ fn exposition(fault: Fault, elapsed: u64) -> String {
     text
 }
 
-/// Serves [`exposition`] on `listener` forever (the test process ends it).
-fn serve_exporter(listener: TcpListener, fault: Fault) {
+/// Serves [`exposition`] on `listener` forever (the test process ends it),
+/// faulty from the instant `fault_from` is set to.
+fn serve_exporter(listener: TcpListener, fault: Fault, fault_from: Arc<OnceLock<Instant>>) {
     let start = Instant::now();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let _ = answer(stream, &exposition(fault, start.elapsed().as_secs()));
+            let faulty = fault_from.get().is_some_and(|t| Instant::now() >= *t);
+            let text = exposition(fault, faulty, start.elapsed().as_secs());
+            let _ = answer(stream, &text);
         }
     });
 }
@@ -261,8 +264,13 @@ fn cluster(fault: Fault, job: &str) -> (tempfile::TempDir, Prometheus, PathBuf) 
     let dir = tempfile::tempdir().unwrap();
     let exporter = TcpListener::bind("127.0.0.1:0").unwrap();
     let target = exporter.local_addr().unwrap().port();
-    serve_exporter(exporter, fault);
+    let fault_from = Arc::new(OnceLock::new());
+    serve_exporter(exporter, fault, fault_from.clone());
     let prometheus = start_prometheus(dir.path(), target);
+    // The healthy time counts from a ready server, however slow its start.
+    fault_from
+        .set(Instant::now() + Duration::from_secs(HEALTHY_S))
+        .unwrap();
     stand_in_slurm(dir.path(), job);
     let config = write_config(dir.path(), &prometheus.url);
     std::thread::sleep(Duration::from_secs(HEALTHY_S + FAULT_S));
