@@ -30,6 +30,7 @@ mod node;
 mod severity;
 pub mod spank;
 mod watch;
+mod watch_source;
 mod xid;
 
 pub use checks::*;
@@ -44,6 +45,7 @@ pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
 pub use severity::{Action, Severity};
 pub use watch::*;
+pub use watch_source::*;
 pub use xid::*;
 
 use serde::{Deserialize, Serialize};

@@ -4,6 +4,7 @@
 //! data from outside the job. The defaults suit samples 10 s apart from
 //! data-parallel training jobs of 4 or more nodes.
 
+use crate::{PrometheusSettings, WatchService, WatchSourceKind};
 use serde::{Deserialize, Serialize};
 
 /// `[watch]`: how samples are bucketed, learned, compared and called.
@@ -71,6 +72,15 @@ pub struct WatchSettings {
     pub secondary_weight: f64,
     /// Metrics whose rise is the fault sign (congestion counters).
     pub rising: Vec<String>,
+    /// `lemon watch --live`: `embedded` (the node sampler's samples in
+    /// lemon.db) or `prometheus` (needs `prometheus_url`).
+    pub source: WatchSourceKind,
+    /// The Prometheus server, e.g. `http://prometheus.example:9090`.
+    pub prometheus_url: Option<String>,
+    /// `[watch.prometheus]`: the metric and host-label mapping.
+    pub prometheus: PrometheusSettings,
+    /// `[watch.service]`: poll interval, look-back, requeue.
+    pub service: WatchService,
 }
 
 impl Default for WatchSettings {
@@ -110,6 +120,10 @@ impl Default for WatchSettings {
             secondary: names(&["cpu_util", "mem_used", "disk_io"]),
             secondary_weight: 0.5,
             rising: names(&["pfc_pause", "cnp"]),
+            source: WatchSourceKind::default(),
+            prometheus_url: None,
+            prometheus: PrometheusSettings::default(),
+            service: WatchService::default(),
         }
     }
 }

@@ -231,6 +231,7 @@ fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
             report::decisions(&conn, REPORT_DECISIONS)?,
         )
         .with_firmware(&conn)?
+        .with_watch_detections(&conn)?
         .render(args.format)
     };
     emit(args.reliability_args.output.as_deref(), &out)?;
@@ -266,8 +267,11 @@ fn reliability_text(
 
 /// Exit 0 when the replay ran, whether it found anything or not.
 fn watch_cmd(ctx: &App, args: &WatchArgs) -> Result<u8> {
+    let Some(replay) = &args.replay else {
+        return watch_live(ctx, args);
+    };
     let json = args.format == WatchFormat::Json;
-    let (out, summary) = crate::watch::replay_file(&args.replay, &ctx.cfg.watch, json)?;
+    let (out, summary) = crate::watch::replay_file(replay, &ctx.cfg.watch, json)?;
     print!("{out}");
     eprintln!("lemon watch: {summary}");
     Ok(EXIT_OK)
@@ -287,6 +291,23 @@ fn trace_cmd(args: &TraceArgs) -> Result<u8> {
     print!("{out}");
     eprint!("{summary}");
     Ok(EXIT_OK)
+}
+
+/// `lemon watch --live`: the service; with `--once`, one poll's exit code.
+fn watch_live(ctx: &App, args: &WatchArgs) -> Result<u8> {
+    use crate::watch::service::{self, PollEnd, ServiceParams};
+    let conn = ctx.open()?;
+    let params = ServiceParams {
+        cfg: &ctx.cfg,
+        slurm: &ctx.slurm,
+        dry_run: args.dry_run,
+        once: args.once,
+    };
+    Ok(match service::run(&conn, &params)? {
+        PollEnd::Quiet => EXIT_OK,
+        PollEnd::Acted => EXIT_NEW_LEMONS,
+        PollEnd::Skipped => EXIT_ERROR,
+    })
 }
 
 fn ettr_cmd(ctx: &App, args: &EttrArgs) -> Result<u8> {

@@ -101,8 +101,23 @@ pub struct IngestArgs {
 pub struct WatchArgs {
     /// Replay recorded samples: a CSV file with the header `time,job,node,metric,value`
     /// (unix seconds, rows in time order). The detector sees each row as it would live.
-    #[arg(long, value_name = "FILE")]
-    pub replay: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "live",
+        conflicts_with = "live"
+    )]
+    pub replay: Option<PathBuf>,
+    /// The service: every `[watch.service] poll_s`, the running multi-node jobs'
+    /// samples from `[watch] source`; an outlier is drained (`lemon: OUTLIER ...`).
+    #[arg(long)]
+    pub live: bool,
+    /// With --live: one poll, then exit (0 nothing, 1 an outlier acted on, 2 poll skipped).
+    #[arg(long, requires = "live")]
+    pub once: bool,
+    /// With --live: print the scontrol commands and hooks instead of running them.
+    #[arg(long, requires = "live")]
+    pub dry_run: bool,
     /// `json`: stdout carries only the array of detections (`[]` when none).
     #[arg(long, value_enum, default_value_t)]
     pub format: WatchFormat,

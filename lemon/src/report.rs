@@ -57,6 +57,8 @@ pub struct Report<'a> {
     /// The firmware versions of the flagged nodes: firmware is a common
     /// root cause of lemons.
     pub firmware: BTreeMap<String, Vec<Version>>,
+    /// `lemon watch --live`'s newest detections (issue 33).
+    pub watch_detections: Vec<db::detections::DetectionRow>,
 }
 
 impl<'a> Report<'a> {
@@ -95,7 +97,15 @@ impl<'a> Report<'a> {
             actions: None,
             decisions,
             firmware: BTreeMap::new(),
+            watch_detections: Vec::new(),
         }
+    }
+
+    /// Adds `lemon watch --live`'s newest detections from `conn`.
+    pub fn with_watch_detections(mut self, conn: &Connection) -> Result<Self> {
+        self.watch_detections =
+            db::detections::recent(conn, crate::watch::report::REPORT_DETECTIONS)?;
+        Ok(self)
     }
 
     /// Adds the flagged nodes' firmware versions from `conn`.
@@ -143,6 +153,9 @@ impl<'a> Report<'a> {
         let mut sections = vec![self.flagged_section(), self.nodes_section()];
         sections.extend(self.actions.map(actions_section));
         sections.push(self.history_section());
+        if !self.watch_detections.is_empty() {
+            sections.push(crate::watch::report::section(&self.watch_detections));
+        }
         Document {
             title: "Lemon report".into(),
             preamble: self.preamble(),

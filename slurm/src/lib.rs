@@ -9,6 +9,7 @@
 //! * [`node_state`]: the one writer of node states (drain, down, resume, requeue,
 //!   reboot), with dry run.
 //! * [`sinfo`]: nodes' states and reasons as `sinfo` shows them.
+//! * [`squeue`]: the running jobs and their nodes.
 //! * [`node_name`]: which Slurm node this process runs for.
 //! * [`show_job`]: the output files of jobs slurmctld still holds, and Slurm's
 //!   filename patterns.
@@ -21,3 +22,4 @@ pub mod node_state;
 pub mod reason;
 pub mod show_job;
 pub mod sinfo;
+pub mod squeue;

@@ -4,6 +4,7 @@
 
 pub mod attributions;
 pub mod decisions;
+pub mod detections;
 pub mod history;
 pub mod inventory;
 pub mod job_evidence;

@@ -1,5 +1,4 @@
-//! `lemon watch --replay FILE`: the in-job faulty-machine detector
-//! (`lemonade_watch`, after Minder) over recorded metric samples.
+//! `lemon watch --replay FILE`: the detector over recorded metric samples.
 //!
 //! The file may come from users (a job's exporter dump), and lemon runs as
 //! root: it is opened without following a symlink and must be a regular

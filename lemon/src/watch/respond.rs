@@ -1,0 +1,205 @@
+//! Acting on what a poll called, with the rules of `lemon run` ([`crate::act`]):
+//!
+//! * only a node in service with no reason at all is drained (an
+//!   administrator's drain, or anything in doubt, is left alone), with the
+//!   reason `lemon: OUTLIER <metric> job <id>`, through the one writer of
+//!   node states and its dry run;
+//! * the circuit breaker caps drains per poll as it caps them per run;
+//! * each detection is recorded once with its evidence, the `[hooks]` are
+//!   told, and the job is requeued only if `[watch.service] requeue` says so.
+
+use super::hooks::{self, OutlierEvent};
+use super::live::Called;
+use crate::act::{breaker_cap, Action};
+use crate::db::detections::{self, DetectionRow};
+use crate::error::{LemonError, Result};
+use lemonade_config::{HooksSettings, LemonSettings};
+use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::node_state::{NodeWriter, StateCommand, StateWrite};
+use lemonade_slurm::{reason, sinfo};
+use lemonade_sql::rusqlite::Connection;
+
+/// How to act.
+pub struct RespondParams<'a> {
+    pub slurm: &'a SlurmCommands,
+    pub lemon: &'a LemonSettings,
+    pub hooks: &'a HooksSettings,
+    pub dry_run: bool,
+    pub requeue: bool,
+    pub now: i64,
+}
+
+/// What was done about one call, for the log.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub job: String,
+    pub node: String,
+    pub action: Action,
+    pub reason: String,
+    /// The scontrol argv, for drains done or shown.
+    pub command: Option<String>,
+    pub detail: String,
+}
+
+impl Response {
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "{} job {} {}: {}",
+            self.action.as_str(),
+            self.job,
+            self.node,
+            self.reason
+        );
+        if let Some(c) = &self.command {
+            s += &format!(" [{c}]");
+        }
+        if !self.detail.is_empty() {
+            s += &format!(" ({})", self.detail);
+        }
+        s
+    }
+}
+
+/// `lemon: OUTLIER gpu_util job 4419021_7`: the first metric is the most sensitive.
+pub fn outlier_reason(called: &Called) -> String {
+    let metric = called
+        .detection
+        .metrics
+        .first()
+        .map_or("metrics", String::as_str);
+    reason::lemon(&format!("OUTLIER {metric} job {}", called.detection.job))
+}
+
+/// Acts on the calls of one poll. Slurm's node states are read once; if
+/// they cannot be, nothing is done and the error says so.
+pub fn respond(
+    conn: &Connection,
+    calls: &[Called],
+    p: &RespondParams<'_>,
+) -> Result<Vec<Response>> {
+    let fresh: Vec<&Called> = calls
+        .iter()
+        .filter(|c| {
+            let d = &c.detection;
+            !matches!(
+                detections::action_of(conn, &d.job, &d.node, p.dry_run),
+                Ok(Some(_))
+            )
+        })
+        .collect();
+    if fresh.is_empty() {
+        return Ok(Vec::new());
+    }
+    let states = sinfo::all_nodes(p.slurm)
+        .map_err(|source| LemonError::Slurm {
+            what: "sinfo".into(),
+            source,
+        })?
+        .nodes;
+    let cap = breaker_cap(
+        states.len(),
+        p.lemon.max_drain_fraction,
+        p.lemon.max_drains_per_run,
+    );
+    let writer = NodeWriter::new(p.slurm, p.dry_run);
+    let mut drained = 0usize;
+    let mut responses = Vec::new();
+    for called in fresh {
+        let d = &called.detection;
+        let reason = outlier_reason(called);
+        let command = StateCommand::drain(&d.node, &reason);
+        let mut r = Response {
+            job: d.job.clone(),
+            node: d.node.clone(),
+            action: Action::HeldByBreaker,
+            reason: reason.clone(),
+            command: Some(writer.shown(&command)),
+            detail: String::new(),
+        };
+        match states.get(&d.node) {
+            None => {
+                (r.action, r.command) = (Action::SkippedUnknownToSlurm, None);
+                r.detail = "sinfo does not list it".into();
+            }
+            Some(s) if !s.in_service() => {
+                (r.action, r.command) = (Action::SkippedOutOfService, None);
+                r.detail = format!("state {}, reason `{}`", s.state, s.reason);
+            }
+            Some(_) if drained >= cap => {
+                r.detail = format!("circuit breaker: at most {cap} drains per poll");
+            }
+            Some(_) => {
+                (r.action, r.detail) = match writer.apply(&command) {
+                    StateWrite::DryRun { .. } => (Action::WouldDrain, String::new()),
+                    StateWrite::Applied { .. } => (Action::Drained, String::new()),
+                    StateWrite::Failed { error, .. } => (Action::DrainFailed, error.to_string()),
+                };
+                if r.action != Action::DrainFailed {
+                    drained += 1;
+                    if p.requeue {
+                        r.detail = requeue(&writer, &d.job);
+                    }
+                }
+            }
+        }
+        follow_up(conn, called, &r, p)?;
+        responses.push(r);
+    }
+    Ok(responses)
+}
+
+/// `scontrol requeue JOB` after the drain, so the job restarts without the node.
+fn requeue(writer: &NodeWriter, job: &str) -> String {
+    match writer.apply(&StateCommand::requeue(&[job.to_string()])) {
+        StateWrite::DryRun { .. } => format!("would requeue job {job}"),
+        StateWrite::Applied { .. } => format!("requeued job {job}"),
+        StateWrite::Failed { error, .. } => format!("requeue of job {job} failed: {error}"),
+    }
+}
+
+/// Records the call and tells the hooks.
+fn follow_up(
+    conn: &Connection,
+    called: &Called,
+    r: &Response,
+    p: &RespondParams<'_>,
+) -> Result<()> {
+    let d = &called.detection;
+    detections::insert(
+        conn,
+        &DetectionRow {
+            at: p.now,
+            job: d.job.clone(),
+            node: d.node.clone(),
+            detected_at: d.detected_at,
+            metrics: serde_json::to_string(&d.metrics).unwrap_or_default(),
+            score: d.score,
+            action: r.action.as_str().to_string(),
+            reason: r.reason.clone(),
+            evidence: serde_json::to_string(&called.evidence).unwrap_or_default(),
+            dry_run: p.dry_run,
+        },
+    )?;
+    let outcome = match r.action {
+        Action::Drained => "applied",
+        Action::WouldDrain => "dry-run",
+        Action::DrainFailed => "failed",
+        Action::HeldByBreaker => "breaker",
+        _ => "skipped",
+    };
+    let event = OutlierEvent {
+        node: &d.node,
+        at: p.now,
+        event: "drain",
+        outcome,
+        reason: &r.reason,
+        code: "OUTLIER",
+        job_ids: vec![&d.job],
+        metrics: &d.metrics,
+        score: d.score,
+    };
+    for line in hooks::notify(p.hooks, &event, p.dry_run) {
+        eprintln!("lemon watch: {line}");
+    }
+    Ok(())
+}

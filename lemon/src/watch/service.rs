@@ -1,0 +1,137 @@
+//! `lemon watch --live`: the service loop. Every `[watch.service] poll_s`
+//! it lists the running jobs, polls their samples, and acts on the calls.
+//! When Slurm or the source cannot be read, the poll is logged and skipped:
+//! nothing is ever decided on part of the picture or an old one.
+
+use super::embedded::EmbeddedSource;
+use super::live::Watcher;
+use super::prometheus::PrometheusSource;
+use super::respond::{self, RespondParams};
+use super::SampleSource;
+use crate::error::{LemonError, Result};
+use lemonade_config::{Config, WatchSourceKind};
+use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::squeue;
+use lemonade_sql::rusqlite::Connection;
+use std::time::Duration;
+
+/// What the service needs from lemon's command line.
+pub struct ServiceParams<'a> {
+    pub cfg: &'a Config,
+    pub slurm: &'a SlurmCommands,
+    pub dry_run: bool,
+    pub once: bool,
+}
+
+/// How a poll ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollEnd {
+    /// Nothing new was called.
+    Quiet,
+    /// At least one node was drained, or would be in a dry run.
+    Acted,
+    /// Slurm or the source could not be read: skipped.
+    Skipped,
+}
+
+/// The configured source.
+pub fn source_of<'a>(cfg: &Config, conn: &'a Connection) -> Result<Box<dyn SampleSource + 'a>> {
+    let w = &cfg.watch;
+    match w.source {
+        WatchSourceKind::Embedded => Ok(Box::new(EmbeddedSource::new(conn))),
+        WatchSourceKind::Prometheus => {
+            let url = w.prometheus_url.as_deref().ok_or_else(|| {
+                LemonError::Usage(
+                    "config: [watch] source = \"prometheus\" needs prometheus_url".into(),
+                )
+            })?;
+            let source = PrometheusSource::new(url, &w.prometheus, w.interval_s)
+                .map_err(|e| LemonError::Usage(format!("config: {e}")))?;
+            Ok(Box::new(source))
+        }
+    }
+}
+
+/// Runs polls until killed (or one, with `once`); the last poll's end.
+pub fn run(conn: &Connection, p: &ServiceParams<'_>) -> Result<PollEnd> {
+    let source = source_of(p.cfg, conn)?;
+    let mut watcher = Watcher::new(p.cfg.watch.clone());
+    let period = Duration::from_secs(p.cfg.watch.service.poll_s.max(1));
+    loop {
+        let started = std::time::Instant::now();
+        let end = poll(conn, &mut watcher, source.as_ref(), p);
+        if p.once {
+            return end;
+        }
+        if let Err(e) = end {
+            // A database that cannot be written is logged like an
+            // unreachable Slurm: the service keeps trying.
+            eprintln!("lemon watch: poll failed: {e}");
+        }
+        std::thread::sleep(period.saturating_sub(started.elapsed()));
+    }
+}
+
+/// One poll: squeue, samples, detector, actions.
+pub fn poll(
+    conn: &Connection,
+    watcher: &mut Watcher,
+    source: &dyn SampleSource,
+    p: &ServiceParams<'_>,
+) -> Result<PollEnd> {
+    let now = chrono::Utc::now().timestamp();
+    let running = match squeue::running_jobs(p.slurm) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("lemon watch: squeue failed, poll skipped: {e}");
+            return Ok(PollEnd::Skipped);
+        }
+    };
+    for (line, text) in &running.unparsed {
+        eprintln!("lemon watch: squeue line {line} not understood, job not watched: {text}");
+    }
+    let outcome = match watcher.poll(&running.jobs, source, now) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("lemon watch: {e}; poll skipped");
+            return Ok(PollEnd::Skipped);
+        }
+    };
+    eprintln!(
+        "lemon watch: {} jobs, {} samples, {} calls",
+        outcome.jobs,
+        outcome.samples,
+        outcome.called.len()
+    );
+    let params = RespondParams {
+        slurm: p.slurm,
+        lemon: &p.cfg.lemon,
+        hooks: &p.cfg.hooks,
+        dry_run: p.dry_run,
+        requeue: p.cfg.watch.service.requeue,
+        now,
+    };
+    let responses = match respond::respond(conn, &outcome.called, &params) {
+        Ok(r) => r,
+        Err(LemonError::Slurm { what, source }) => {
+            eprintln!("lemon watch: {what} failed, nothing drained this poll: {source}");
+            watcher.keep_pending(outcome.called);
+            return Ok(PollEnd::Skipped);
+        }
+        Err(e) => return Err(e),
+    };
+    for r in &responses {
+        println!("{}", r.line());
+    }
+    let acted = responses.iter().any(|r| {
+        matches!(
+            r.action,
+            crate::act::Action::Drained | crate::act::Action::WouldDrain
+        )
+    });
+    Ok(if acted {
+        PollEnd::Acted
+    } else {
+        PollEnd::Quiet
+    })
+}
