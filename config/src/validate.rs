@@ -148,8 +148,6 @@ impl ValidateSettings {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn a_validate_section_with_floors_reads_and_checks() {
         let text = r#"

@@ -307,3 +307,85 @@ fn band_text(band: &criteria::Band) -> String {
         (None, None) => "any".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(text.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn rows_read_with_unix_or_iso_times_and_quoted_fields() {
+        let rows = parse(
+            b"node,sku,time,metric,value\n\
+              gpu001,H100x8,1760000000,avg_busbw,471.5\n\
+              \"gpu,002\",H100x8,2025-10-09T08:53:20,avg_busbw,4.7e2\n",
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].node, "gpu,002");
+        assert_eq!(rows[1].time, 1_760_000_000);
+        assert_eq!(rows[1].value, 470.0);
+    }
+
+    #[test]
+    fn a_bad_row_names_its_line_and_what_is_wrong() {
+        let head = "node,sku,time,metric,value\n";
+        assert_eq!(
+            err(""),
+            "1: empty file; expected the header `node,sku,time,metric,value`"
+        );
+        assert!(err("node,time,metric,value\n").starts_with("1: expected the header"));
+        let e = err(&format!("{head}a,s,1,m,1\na,s,1,m\n"));
+        assert_eq!(e, "3: 4 fields; expected 5: node,sku,time,metric,value");
+        assert_eq!(
+            err(&format!("{head}a,s,1,m,NaN\n")),
+            "2: value \"NaN\" is not a finite number"
+        );
+        assert_eq!(
+            err(&format!("{head}a,s,1,m,fast\n")),
+            "2: value \"fast\" is not a finite number"
+        );
+        assert_eq!(err(&format!("{head}a,s,,m,1\n")), "2: time is empty");
+        assert!(err(&format!("{head}a,s,yesterday,m,1\n")).starts_with("2: time: "));
+        assert_eq!(err(&format!("{head}a, ,1,m,1\n")), "2: sku is empty");
+        // A quoted field over two lines: the next row is still named by its own line.
+        let e = err(&format!("{head}\"a\nb\",s,1,m,1\nc,s,1,,1\n"));
+        assert_eq!(e, "4: metric is empty");
+    }
+
+    #[test]
+    fn the_latest_result_of_a_node_counts_and_missing_metrics_are_noted() {
+        let mut text = String::from("node,sku,time,metric,value\n");
+        for i in 0..10 {
+            text += &format!("n{i},s,100,avg_busbw,{}\n", 400 + i % 3);
+            text += &format!("n{i},s,100,gflops.gpu0,{}\n", 900 + i % 4);
+        }
+        // n3 was slow once, then repaired: its latest result passes.
+        text += "n3,s,50,avg_busbw,200\n";
+        // n4 is slow now.
+        text += "n4,s,200,avg_busbw,300\n";
+        text += "n9,s,300,wrong_total,0\n";
+        let j = judge(
+            &parse(text.as_bytes()).unwrap(),
+            &ValidateSettings::default(),
+        );
+        assert_eq!(j.failing.len(), 1);
+        assert_eq!(j.failing[0].node, "n4");
+        assert_eq!(j.failing[0].failures[0].value, 300.0);
+        assert_eq!(j.missing.len(), 9, "{:?}", j.missing);
+        assert_eq!(j.missing[0].metrics, ["wrong_total"]);
+        let out = render(&j, false);
+        assert!(
+            out.starts_with("1 of 10 nodes fail (1 SKUs, 23 results)\n"),
+            "{out}"
+        );
+        assert!(out.contains("n4 (s): avg_busbw 300, band >= 393"), "{out}");
+        assert!(
+            out.contains("[learned: median 401 of 9 peers - 8.02"),
+            "{out}"
+        );
+    }
+}
