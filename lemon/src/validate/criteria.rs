@@ -506,4 +506,36 @@ mod tests {
         assert_eq!(peers.side_deviation(3.5, true), 1.0);
         assert_eq!(peers.side_deviation(3.5, false), 48.5);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn a_node_at_its_peers_median_never_fails(
+            values in proptest::collection::vec(1.0f64..1000.0, 8..80),
+        ) {
+            let mut sorted = values.clone();
+            sorted.sort_by(f64::total_cmp);
+            let peers_median = median(sorted.len(), |k| sorted[k]);
+            let mut with_node = fleet(&values);
+            with_node.push(("judged".into(), peers_median));
+            let out = judge_group(&ValidateSettings::default(), "s", "avg_busbw", &with_node);
+            proptest::prop_assert!(!flagged(&out).contains(&"judged"));
+        }
+
+        #[test]
+        fn the_verdicts_do_not_depend_on_the_unit(
+            values in proptest::collection::vec(1.0f64..1000.0, 8..60),
+            scale in 0.001f64..1000.0,
+        ) {
+            let s = ValidateSettings::default();
+            let scaled: Vec<f64> = values.iter().map(|v| v * scale).collect();
+            let a = judge_group(&s, "s", "avg_busbw", &fleet(&values));
+            let b = judge_group(&s, "s", "avg_busbw", &fleet(&scaled));
+            // Up to rounding at the band's edge.
+            let edge = |o: &GroupOutcome, scale: f64| o.failures.iter()
+                .all(|f| (f.band.min.unwrap() - f.value).abs() > 1e-9 * scale);
+            if edge(&a, 1.0) && edge(&b, scale) {
+                proptest::prop_assert_eq!(flagged(&a), flagged(&b));
+            }
+        }
+    }
 }
