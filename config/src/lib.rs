@@ -29,6 +29,7 @@ mod load;
 mod node;
 mod severity;
 pub mod spank;
+mod validate;
 mod watch;
 mod watch_source;
 mod xid;
@@ -44,6 +45,7 @@ pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
 pub use severity::{Action, Severity};
+pub use validate::*;
 pub use watch::*;
 pub use watch_source::*;
 pub use xid::*;
@@ -65,6 +67,7 @@ pub struct Config {
     pub lemon: LemonSettings,
     pub watch: WatchSettings,
     pub expect: ExpectSettings,
+    pub validate: ValidateSettings,
     /// The `[[node]]` override blocks as written. [`load`] has already applied
     /// the ones matching the node, and leaves this empty.
     #[serde(skip_serializing)]

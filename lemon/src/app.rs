@@ -4,7 +4,7 @@ use crate::act::{self, ActParams};
 use crate::attribute::AttributionParams;
 use crate::cli::{
     Cli, Command, Format, IngestArgs, ReleaseArgs, ReportArgs, RunArgs, ScoreArgs, SourceArgs,
-    TicketCommand, TraceArgs, WatchArgs, WatchFormat,
+    TicketCommand, TraceArgs, ValidateCommand, WatchArgs, WatchFormat,
 };
 use crate::db;
 use crate::decide::{self, Scores};
@@ -120,6 +120,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Trace(args) => trace_cmd(&args),
         Command::Release(args) => release_cmd(&ctx, &args),
         Command::Ticket(t) => ticket_cmd(&ctx, t),
+        Command::Validate(v) => validate_cmd(&ctx, v),
     }
 }
 
@@ -275,6 +276,22 @@ fn watch_cmd(ctx: &App, args: &WatchArgs) -> Result<u8> {
     print!("{out}");
     eprintln!("lemon watch: {summary}");
     Ok(EXIT_OK)
+}
+
+/// `lemon validate judge`: exit 0 when no node fails, 1 when some does
+/// (the verdicts are the output, as new lemons are `lemon run`'s).
+fn validate_cmd(ctx: &App, command: ValidateCommand) -> Result<u8> {
+    let ValidateCommand::Judge(args) = command;
+    let judgement = crate::validate::judge::judge_file(&args.results, &ctx.cfg.validate)?;
+    print!(
+        "{}",
+        crate::validate::judge::render(&judgement, args.format == WatchFormat::Json)
+    );
+    Ok(if judgement.any_failing() {
+        EXIT_NEW_LEMONS
+    } else {
+        EXIT_OK
+    })
 }
 
 /// Exit 0 when the dumps were analysed, whether anyone was named or not.

@@ -63,6 +63,28 @@ pub enum Command {
     Trace(TraceArgs),
     /// Expected ETTR of one job: the reliability paper's formula, and the checkpoint interval a target needs.
     Ettr(crate::reliability::cli::EttrArgs),
+    /// Proactive validation (after Anubis): judge benchmark results against criteria learned from the fleet.
+    #[command(subcommand)]
+    Validate(ValidateCommand),
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum ValidateCommand {
+    /// Judge each node's latest results in a CSV file against the criteria learned from the
+    /// same file, every node against the others of its SKU. Exit codes: 0 no node fails,
+    /// 1 some node fails, 2 bad usage or a bad file (its line named).
+    Judge(JudgeArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct JudgeArgs {
+    /// Results: a CSV file with the header `node,sku,time,metric,value` (time as unix
+    /// seconds or `YYYY-MM-DDTHH:MM:SS` UTC). Not a symlink; at most 64 MiB.
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+    /// `json`: stdout carries one object (failing nodes with their bands, notes).
+    #[arg(long, value_enum, default_value_t)]
+    pub format: WatchFormat,
 }
 
 /// Where history comes from. Without any file option, from Slurm itself.

@@ -24,4 +24,5 @@ pub mod signals;
 pub mod stats;
 pub mod time_zone;
 pub mod trace;
+pub mod validate;
 pub mod watch;

@@ -1,0 +1,175 @@
+//! `[validate]`: proactive validation (issue 31, after Microsoft's Anubis):
+//! how `lemon` learns pass/fail criteria for benchmark metrics from the
+//! fleet's own results, the site's static floors for SKUs with too few
+//! results to learn from, and the selector's budget.
+//!
+//! ```toml
+//! [validate]
+//! min_results = 8
+//! spread_k = 4.0
+//! min_gap = 0.02
+//!
+//! [[validate.floor]]
+//! metric = "avg_busbw"
+//! sku = "H100x8"
+//! min = 350.0
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// `[validate]`: criteria and selection settings.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValidateSettings {
+    /// A SKU's metric needs results from at least this many nodes (the
+    /// judged one included) before a band is learned from them; below it the
+    /// static floors apply, and the output says so.
+    pub min_results: usize,
+    /// The band's half-width in robust standard deviations of the peers on
+    /// the failing side (1.4826 x the median absolute deviation of the peers
+    /// below the median, for a higher-is-better metric).
+    pub spread_k: f64,
+    /// The band's smallest half-width, as a fraction of the peers' median:
+    /// peers that agree to the last digit do not make a 0.5% dip a fault.
+    pub min_gap: f64,
+    /// Metric name patterns (`*` matches any run of characters) whose higher
+    /// values are better: bandwidths, Gflop/s, message rates.
+    pub higher_is_better: Vec<String>,
+    /// Patterns of metrics whose lower values are better: times, latencies.
+    pub lower_is_better: Vec<String>,
+    /// Patterns of counts that must be 0 on every node (wrong results,
+    /// faulty GPUs), whatever the fleet does.
+    pub must_be_zero: Vec<String>,
+    /// The site's static floors: they apply to every node of the SKU, and
+    /// they are the only rule while the SKU has fewer than `min_results`.
+    pub floor: Vec<FloorRule>,
+    /// The selector's budget: at most this fraction of the fleet's
+    /// node-hours per day goes to validation (0.02 = 2%).
+    pub budget_fraction: f64,
+    /// A node never validated counts as last validated this many days ago.
+    pub never_validated_days: f64,
+}
+
+/// `[[validate.floor]]`: a fixed bound on one metric, for one SKU or all.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct FloorRule {
+    /// The metric name, exactly as the parsers name it (`avg_busbw`).
+    pub metric: String,
+    /// The SKU it applies to; absent: every SKU.
+    pub sku: Option<String>,
+    /// A value below this fails.
+    pub min: Option<f64>,
+    /// A value above this fails.
+    pub max: Option<f64>,
+}
+
+impl Default for ValidateSettings {
+    fn default() -> Self {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        Self {
+            min_results: 8,
+            spread_k: 4.0,
+            min_gap: 0.02,
+            // Names from the `validate` crate's parsers: nccl-tests, perftest,
+            // gpu-burn, nvbandwidth (its test names end in `_ce`/`_sm`).
+            higher_is_better: names(&[
+                "avg_busbw",
+                "busbw.*",
+                "bw_peak.*",
+                "bw_average.*",
+                "msg_rate.*",
+                "gflops.*",
+                "*memcpy*",
+                "*_bw*",
+                "device_local_copy*",
+            ]),
+            lower_is_better: names(&["*latency*", "time.*", "*_time*"]),
+            must_be_zero: names(&[
+                "wrong_total",
+                "wrong.*",
+                "out_of_bounds",
+                "gpus_faulty",
+                "faulty.*",
+                "errors.*",
+                "runtime_error",
+            ]),
+            floor: Vec::new(),
+            budget_fraction: 0.02,
+            never_validated_days: 30.0,
+        }
+    }
+}
+
+impl ValidateSettings {
+    /// The settings' own consistency, for `lemon` to refuse before judging.
+    pub fn check(&self) -> Result<(), String> {
+        if self.min_results < 2 {
+            return Err(format!(
+                "[validate] min_results = {}: at least 2 (a node and a peer)",
+                self.min_results
+            ));
+        }
+        if !(self.spread_k.is_finite() && self.spread_k > 0.0) {
+            return Err(format!(
+                "[validate] spread_k = {}: a positive number",
+                self.spread_k
+            ));
+        }
+        if !(self.min_gap.is_finite() && (0.0..1.0).contains(&self.min_gap)) {
+            return Err(format!(
+                "[validate] min_gap = {}: a fraction in [0, 1)",
+                self.min_gap
+            ));
+        }
+        if !(self.budget_fraction.is_finite() && (0.0..=1.0).contains(&self.budget_fraction)) {
+            return Err(format!(
+                "[validate] budget_fraction = {}: a fraction in [0, 1]",
+                self.budget_fraction
+            ));
+        }
+        if !(self.never_validated_days.is_finite() && self.never_validated_days >= 0.0) {
+            return Err(format!(
+                "[validate] never_validated_days = {}: not negative",
+                self.never_validated_days
+            ));
+        }
+        for f in &self.floor {
+            if f.metric.is_empty() || (f.min.is_none() && f.max.is_none()) {
+                return Err(format!(
+                    "[[validate.floor]] metric = {:?}: needs a metric and a min or max",
+                    f.metric
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_validate_section_with_floors_reads_and_checks() {
+        let text = r#"
+            [validate]
+            min_results = 10
+            [[validate.floor]]
+            metric = "avg_busbw"
+            sku = "H100x8"
+            min = 350.0
+        "#;
+        let cfg: crate::Config = toml::from_str(text).unwrap();
+        assert_eq!(cfg.validate.min_results, 10);
+        assert_eq!(cfg.validate.floor[0].min, Some(350.0));
+        assert_eq!(cfg.validate.spread_k, 4.0);
+        cfg.validate.check().unwrap();
+    }
+
+    #[test]
+    fn a_floor_without_bounds_and_an_unknown_key_are_refused() {
+        let cfg: crate::Config =
+            toml::from_str("[[validate.floor]]\nmetric = \"avg_busbw\"\n").unwrap();
+        assert!(cfg.validate.check().unwrap_err().contains("min or max"));
+        assert!(toml::from_str::<crate::Config>("[validate]\nmin_gap_pct = 2\n").is_err());
+    }
+}
