@@ -17,6 +17,7 @@ pub mod document;
 pub mod error;
 pub mod fast_hash;
 pub mod ingest;
+pub mod input_file;
 pub mod job_state;
 pub mod reliability;
 pub mod report;

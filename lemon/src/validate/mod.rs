@@ -4,6 +4,5 @@
 //! and the choice of which idle nodes to validate now ([`selector`]).
 
 pub mod criteria;
-pub mod input;
 pub mod judge;
 pub mod selector;

@@ -7,45 +7,18 @@
 //! a bad row leaves stdout empty.
 
 use crate::error::{LemonError, Result};
+use crate::input_file::open_plain;
 use lemonade_config::WatchSettings;
-use nix::errno::Errno;
-use nix::fcntl::OFlag;
-use std::fs::File;
 use std::io::BufReader;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The detections of a replay of `path`, rendered (JSON: only the array),
 /// and the summary of what was read and skipped, for stderr.
 pub fn replay_file(path: &Path, settings: &WatchSettings, json: bool) -> Result<(String, String)> {
-    let file = open_plain(path)?;
+    let file = open_plain(path, "a CSV file of metric samples")?;
     let outcome = lemonade_watch::replay(BufReader::with_capacity(1 << 20, file), settings)
         .map_err(|e| LemonError::Usage(format!("{}: {e}", path.display())))?;
     Ok((outcome.render(json), outcome.summary()))
-}
-
-/// Opens `path` for reading if it is a regular file reached without a
-/// symlink as its last component (a FIFO would block, a device never end).
-fn open_plain(path: &Path) -> Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits())
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(code) if code == Errno::ELOOP as i32 => LemonError::Usage(format!(
-                "{}: is a symlink; give the file itself",
-                path.display()
-            )),
-            _ => LemonError::io(path, e),
-        })?;
-    let meta = file.metadata().map_err(|e| LemonError::io(path, e))?;
-    if !meta.is_file() {
-        return Err(LemonError::Usage(format!(
-            "{}: not a regular file; give a CSV file of metric samples",
-            path.display()
-        )));
-    }
-    Ok(file)
 }
 
 #[cfg(test)]
