@@ -28,6 +28,7 @@
 //! of that signal, but never below the configured floor.
 
 use crate::signals::{FleetSignals, NodeSignals, Signal};
+use crate::stats::{poisson_tail, quantile};
 use lemonade_config::LemonSettings;
 use serde::Serialize;
 
@@ -109,43 +110,6 @@ impl Scores {
     pub fn flagged(&self) -> impl Iterator<Item = &Verdict> {
         self.verdicts.iter().filter(|v| v.flagged)
     }
-}
-
-/// P(X >= k) for X ~ Poisson(mu), summed from k upward so that tiny tails keep their precision.
-pub fn poisson_tail(k: u32, mu: f64) -> f64 {
-    if k == 0 {
-        return 1.0;
-    }
-    if mu <= 0.0 {
-        return 0.0;
-    }
-    let mut log_term = -mu + f64::from(k) * mu.ln() - ln_factorial(k);
-    let mut sum = 0.0;
-    let mut i = k;
-    loop {
-        let term = log_term.exp();
-        sum += term;
-        i += 1;
-        log_term += mu.ln() - f64::from(i).ln();
-        if (term < sum * 1e-15 && f64::from(i) > mu) || i > k + 100_000 {
-            break;
-        }
-    }
-    sum.min(1.0)
-}
-
-fn ln_factorial(n: u32) -> f64 {
-    (2..=n).map(|i| f64::from(i).ln()).sum()
-}
-
-/// The `q` quantile of `values` (nearest rank).
-pub fn quantile(values: &mut [f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(|a, b| a.total_cmp(b));
-    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-    values[rank - 1]
 }
 
 fn configured(cfg: &LemonSettings, signal: Signal) -> (Option<f64>, f64) {
@@ -398,14 +362,6 @@ mod tests {
             nodes,
             ..FleetSignals::default()
         }
-    }
-
-    #[test]
-    fn poisson_tail_matches_known_values() {
-        assert!((poisson_tail(1, 1.0) - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
-        assert!((poisson_tail(3, 2.0) - 0.323_323_583_816_936_5).abs() < 1e-12);
-        assert!(poisson_tail(20, 0.1) < 1e-30);
-        assert_eq!(poisson_tail(0, 5.0), 1.0);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Reports: ranked nodes with their signals and rules, what was done, and
-//! the history of lemon decisions; as text, JSON or Markdown.
+//! the history of lemon decisions; as JSON, or as one model
+//! ([`crate::document`]) rendered as text, Markdown or HTML.
 
 use crate::act::ActReport;
 use crate::db;
 use crate::decide::{fmt_value, Scores, Verdict, P_FLOOR};
+use crate::document::{self, Block, Document, Item, Paragraph, Section, Span, Table};
 use crate::error::Result;
 use crate::ingest::IngestReport;
 use crate::reliability::render::significant;
@@ -11,7 +13,6 @@ use crate::signals::Signal;
 use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 /// Output formats of scores and reports.
 #[derive(Debug, Clone, Copy, clap::ValueEnum, PartialEq, Eq, Default)]
@@ -124,89 +125,127 @@ impl<'a> Report<'a> {
         }
     }
 
-    /// Renders in `format`.
+    /// Renders in `format`: JSON is the report's own structure; the other
+    /// formats render one model of it ([`Report::document`]).
     pub fn render(&self, format: Format) -> String {
         match format {
             Format::Json => serde_json::to_string_pretty(self).unwrap_or_default() + "\n",
-            Format::Text => self.text(),
-            Format::Markdown => self.markdown(),
-            Format::Html => format!(
-                "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>lemon report</title></head><body><pre>{}</pre></body></html>\n",
-                crate::reliability::svg::esc(&self.text())
-            ),
+            Format::Text => document::text::render(&self.document()),
+            Format::Markdown => document::markdown::render(&self.document()),
+            Format::Html => document::html::render(&self.document()),
         }
     }
 
-    fn text(&self) -> String {
-        let mut s = String::new();
-        if let Some(i) = self.ingest {
-            s.push_str(&i.text());
+    /// The report as a document: the fleet, the flagged nodes with their
+    /// evidence, every shown node's signals, what was done, and the
+    /// decision history.
+    pub fn document(&self) -> Document<'static> {
+        let mut sections = vec![self.flagged_section(), self.nodes_section()];
+        sections.extend(self.actions.map(actions_section));
+        sections.push(self.history_section());
+        Document {
+            title: "Lemon report".into(),
+            preamble: self.preamble(),
+            sections,
         }
-        let _ = writeln!(
-            s,
-            "lemon report, {}; history until {}; window {} days",
+    }
+
+    fn preamble(&self) -> Vec<Block<'static>> {
+        let mut blocks = vec![Block::from(Paragraph::plain(format!(
+            "Generated {}; history until {}; window {} days.",
             db::fmt_time(self.generated_at),
             self.history_until
                 .map_or("(none)".to_string(), db::fmt_time),
             self.window_days
-        );
-        let _ = writeln!(s, "fleet: {}", self.fleet_text());
-        let _ = writeln!(s, "{}", self.cut_text());
+        )))];
+        if let Some(i) = self.ingest {
+            blocks.push(Block::Preformatted(i.text()));
+        }
         let th: Vec<String> = self
             .thresholds
             .iter()
             .map(|(n, v)| format!("{n}>={}", fmt_value(*v)))
             .collect();
-        let _ = writeln!(s, "thresholds: {}", th.join(" "));
-        let _ = writeln!(s, "\nflagged nodes: {}", self.flagged.len());
-        for v in &self.flagged {
-            node_text(&mut s, v, &self.firmware_text(&v.signals.node));
+        for line in [
+            format!("Fleet: {}.", self.fleet_text()),
+            format!("{}.", self.cut_text()),
+            format!("Thresholds: {}.", th.join(" ")),
+        ] {
+            blocks.push(Paragraph::plain(line).into());
         }
-        if !self.others.is_empty() {
-            let _ = writeln!(s, "\nnext-worst nodes:");
-            for v in &self.others {
-                let _ = writeln!(
-                    s,
-                    "  {:<16} fails {:>3}  p {:>9}  rules {}",
-                    v.signals.node,
-                    v.signals.fails(),
-                    p_text(v.p_value),
-                    v.tripped.len()
-                );
-            }
+        blocks
+    }
+
+    /// Each flagged node: why, its signals and rules, its firmware, and
+    /// the jobs counted against it with their evidence.
+    fn flagged_section(&self) -> Section<'static> {
+        let items: Vec<Item> = self
+            .flagged
+            .iter()
+            .map(|v| node_item(v, &self.firmware_text(&v.signals.node)))
+            .collect();
+        let s = Section::new(format!("Flagged nodes ({})", self.flagged.len()));
+        if items.is_empty() {
+            s
+        } else {
+            s.with(Block::List(items))
         }
-        if let Some(a) = self.actions {
-            let _ = writeln!(s, "\nactions:");
-            if let Some(r) = &a.refused {
-                let _ = writeln!(s, "  NOTHING DRAINED: {r}");
-            }
-            if a.breaker_tripped {
-                let _ = writeln!(
-                    s,
-                    "  CIRCUIT BREAKER: more lemons than the cap of {} per run",
-                    a.breaker_cap
-                );
-            }
-            for o in &a.outcomes {
-                let _ = writeln!(s, "  {:<16} {:<24} {}", o.node, o.action.as_str(), o.detail);
-                if let Some(c) = &o.command {
-                    let _ = writeln!(s, "    {c}");
+    }
+
+    /// Every shown node's signals against the thresholds; tripped rules
+    /// stand out.
+    fn nodes_section(&self) -> Section<'static> {
+        let mut table = Table::new("nodes")
+            .left("node", 16)
+            .left("flagged", 0)
+            .right("fails", 0)
+            .right("p", 9);
+        for n in Signal::ALL {
+            table = table.right(&n.to_string(), 0);
+        }
+        let mut threshold = vec![Span::Emphasis("threshold".into())];
+        threshold.extend(std::iter::repeat_n(Span::from(""), 3));
+        threshold.extend(self.thresholds.iter().map(|(_, v)| fmt_value(*v).into()));
+        table.rows.push(threshold);
+        for v in self.flagged.iter().chain(self.others.iter()) {
+            let mut row = vec![
+                Span::Text(v.signals.node.clone()),
+                if v.flagged {
+                    Span::Strong("yes".into())
+                } else {
+                    "no".into()
+                },
+                v.signals.fails().to_string().into(),
+                p_text(v.p_value).into(),
+            ];
+            row.extend(Signal::ALL.iter().map(|n| {
+                let val = fmt_value(v.signals.get(*n));
+                if v.tripped.iter().any(|t| t.signal == *n) {
+                    Span::Strong(val)
+                } else {
+                    Span::Text(val)
                 }
-            }
+            }));
+            table.rows.push(row);
         }
-        let _ = writeln!(s, "\ndecision history:");
-        for d in &self.decisions {
-            let _ = writeln!(
-                s,
-                "  {}  {:<16} {:<24} {}{}",
-                db::fmt_time(d.at),
-                d.node,
-                d.action,
-                d.reason,
-                if d.dry_run { " (dry run)" } else { "" }
-            );
-        }
-        s
+        Section::new("Nodes").with(table)
+    }
+
+    fn history_section(&self) -> Section<'static> {
+        let table = Table::new("decisions")
+            .left("when", 0)
+            .left("node", 16)
+            .left("action", 24)
+            .left("reason", 0)
+            .rows(self.decisions.iter().map(|d| {
+                [
+                    db::fmt_time(d.at),
+                    d.node.clone(),
+                    format!("{}{}", d.action, if d.dry_run { " (dry run)" } else { "" }),
+                    d.reason.clone(),
+                ]
+            }));
+        Section::new("Recent decision history").with(table)
     }
 
     /// The fleet's line: its rate, or why there is none yet.
@@ -242,129 +281,47 @@ impl<'a> Report<'a> {
             format!("improbable: a Poisson tail below {}", p_text(self.p_cutoff))
         }
     }
-
-    /// The markdown table of every node's signals.
-    fn markdown_nodes(&self, s: &mut String) {
-        let _ = writeln!(s, "## Nodes\n");
-        let _ = write!(s, "| node | flagged | fails | p |");
-        for n in Signal::ALL {
-            let _ = write!(s, " {n} |");
-        }
-        let _ = write!(s, "\n|---|---|---|---|");
-        for _ in Signal::ALL {
-            let _ = write!(s, "---|");
-        }
-        s.push('\n');
-        let _ = write!(s, "| *threshold* | | | |");
-        for (_, v) in self.thresholds {
-            let _ = write!(s, " {} |", fmt_value(*v));
-        }
-        s.push('\n');
-        for v in self.flagged.iter().chain(self.others.iter()) {
-            let _ = write!(
-                s,
-                "| {} | {} | {} | {} |",
-                v.signals.node,
-                if v.flagged { "**yes**" } else { "no" },
-                v.signals.fails(),
-                p_text(v.p_value)
-            );
-            for n in Signal::ALL {
-                let tripped = v.tripped.iter().any(|t| t.signal == n);
-                let val = fmt_value(v.signals.get(n));
-                let _ = if tripped {
-                    write!(s, " **{val}** |")
-                } else {
-                    write!(s, " {val} |")
-                };
-            }
-            s.push('\n');
-        }
-    }
-
-    /// The jobs counted against each flagged node, in markdown.
-    fn markdown_flagged_jobs(&self, s: &mut String) {
-        if !self.flagged.is_empty() {
-            let _ = writeln!(s, "\n## Jobs counted against flagged nodes\n");
-            for v in &self.flagged {
-                let _ = writeln!(
-                    s,
-                    "* `{}`: {} jobs, {} of them caught by no check ({} seen by Slurm) where {:.2} were expected from the fleet's rate ({}, {} {})",
-                    v.signals.node,
-                    v.signals.fails(),
-                    v.signals.uncaught_fails,
-                    v.signals.uncaught_witnessed,
-                    v.expected_fails,
-                    p_equals(v.p_value),
-                    if v.poisson_tripped { "at most the cut" } else { "above the cut" },
-                    p_text(v.p_cutoff)
-                );
-                let firmware = self.firmware_text(&v.signals.node);
-                if !firmware.is_empty() {
-                    let _ = writeln!(s, "  * firmware: {}", firmware.replace('|', "\\|"));
-                }
-                for j in &v.signals.evidence {
-                    let _ = writeln!(
-                        s,
-                        "  * {} `{}` ({}): {}{}: {}",
-                        db::fmt_time(j.end),
-                        j.job_id,
-                        j.user,
-                        j.rule.as_str(),
-                        caught_text(j),
-                        j.detail.replace('|', "\\|")
-                    );
-                }
-            }
-        }
-    }
-
-    fn markdown(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "# Lemon report\n");
-        let _ = writeln!(
-            s,
-            "Generated {}; history until {}; window {} days.\n",
-            db::fmt_time(self.generated_at),
-            self.history_until
-                .map_or("(none)".to_string(), db::fmt_time),
-            self.window_days
-        );
-        let _ = writeln!(s, "Fleet: {}.\n", self.fleet_text());
-        let _ = writeln!(s, "{}.\n", self.cut_text());
-        self.markdown_nodes(&mut s);
-        self.markdown_flagged_jobs(&mut s);
-        if let Some(a) = self.actions {
-            let _ = writeln!(s, "\n## Actions\n");
-            if let Some(r) = &a.refused {
-                let _ = writeln!(s, "**Nothing drained**: {r}\n");
-            }
-            for o in &a.outcomes {
-                let _ = writeln!(s, "* `{}`: {} {}", o.node, o.action.as_str(), o.detail);
-            }
-        }
-        let _ = writeln!(s, "\n## Decision history\n");
-        let _ = writeln!(s, "| when | node | action | reason |\n|---|---|---|---|");
-        for d in &self.decisions {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {}{} | {} |",
-                db::fmt_time(d.at),
-                d.node,
-                d.action,
-                if d.dry_run { " (dry run)" } else { "" },
-                d.reason.replace('|', "\\|")
-            );
-        }
-        s
-    }
 }
 
-fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
-    let _ = writeln!(
-        s,
-        "  {}: {} distinct failing jobs on {} days; {} caught by no check ({} seen by Slurm), on {} days, where the fleet's rate of those predicts {:.2} ({}, {} {})",
-        v.signals.node,
+/// What was done: a refusal, the breaker, and each node's outcome with
+/// the command it ran (or would run).
+fn actions_section(a: &ActReport) -> Section<'static> {
+    let mut s = Section::new("Actions");
+    if let Some(r) = &a.refused {
+        s.push(Paragraph::spans(vec![
+            Span::Strong("NOTHING DRAINED".into()),
+            format!(": {r}").into(),
+        ]));
+    }
+    if a.breaker_tripped {
+        s.push(Paragraph::spans(vec![
+            Span::Strong("CIRCUIT BREAKER".into()),
+            format!(": more lemons than the cap of {} per run", a.breaker_cap).into(),
+        ]));
+    }
+    let items: Vec<Item> = a
+        .outcomes
+        .iter()
+        .map(|o| {
+            let what = format!(": {} {}", o.action.as_str(), o.detail);
+            let item = Item::new(vec![Span::Code(o.node.clone()), what.trim_end().into()]);
+            match &o.command {
+                Some(c) => item.child(Item::new(vec![Span::Code(c.clone())])),
+                None => item,
+            }
+        })
+        .collect();
+    if !items.is_empty() {
+        s.push(Block::List(items));
+    }
+    s
+}
+
+/// A flagged node's item: the test, then its signals, rules, firmware and
+/// the jobs counted against it.
+fn node_item(v: &Verdict, firmware: &str) -> Item {
+    let head = format!(
+        ": {} distinct failing jobs on {} days; {} caught by no check ({} seen by Slurm), on {} days, where the fleet's rate of those predicts {:.2} ({}, {} {})",
         v.signals.fails(),
         v.signals.failing_days,
         v.signals.uncaught_fails,
@@ -383,34 +340,37 @@ fn node_text(s: &mut String, v: &Verdict, firmware: &str) {
         .iter()
         .map(|n| format!("{n}={}", fmt_value(v.signals.get(*n))))
         .collect();
-    let _ = writeln!(s, "    signals: {}", vals.join(" "));
     let rules: Vec<String> = v
         .tripped
         .iter()
         .map(|t| format!("{}>={}", t.signal, fmt_value(t.threshold)))
         .collect();
-    let _ = writeln!(
-        s,
-        "    rules tripped: {}{}",
-        if v.poisson_tripped { "poisson " } else { "" },
-        rules.join(" ")
-    );
+    let mut item = Item::new(vec![Span::Code(v.signals.node.clone()), head.into()])
+        .child(Item::text(format!("signals: {}", vals.join(" "))))
+        .child(Item::text(format!(
+            "rules tripped: {}{}",
+            if v.poisson_tripped { "poisson " } else { "" },
+            rules.join(" ")
+        )));
     if !firmware.is_empty() {
-        let _ = writeln!(s, "    firmware: {firmware}");
+        item = item.child(Item::text(format!("firmware: {firmware}")));
     }
-    let _ = writeln!(s, "    jobs counted against it, with the evidence:");
+    let mut jobs = Item::text("jobs counted against it, with the evidence:");
     for j in &v.signals.evidence {
-        let _ = writeln!(
-            s,
-            "      {} {} {:<16} {}{}: {}",
-            db::fmt_time(j.end),
-            j.user,
-            j.job_id,
-            j.rule.as_str(),
-            caught_text(j),
-            j.detail
-        );
+        jobs = jobs.child(Item::new(vec![
+            format!("{} ", db::fmt_time(j.end)).into(),
+            Span::Code(j.job_id.clone()),
+            format!(
+                " ({}): {}{}: {}",
+                j.user,
+                j.rule.as_str(),
+                caught_text(j),
+                j.detail
+            )
+            .into(),
+        ]));
     }
+    item.child(jobs)
 }
 
 /// A probability for people: `< 1e-12`, `3.1e-5`, `0.042`, `0.98`.

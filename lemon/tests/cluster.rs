@@ -1,7 +1,9 @@
 //! `lemon run` against a real Slurm cluster with slurmdbd (see
 //! `lemonade_tests::cluster`): repeated failing jobs on one node make lemon
 //! drain exactly that node with a `lemon:` reason that `sinfo -R` shows,
-//! and a node an administrator drained is left alone.
+//! and a node an administrator drained is left alone; and a two-node job
+//! whose rank on one node printed a CUDA ECC error is blamed on that node
+//! only, from its log (issue 36).
 //!
 //! Waits are bounded polls, generous for a loaded CI machine; they are
 //! correctness limits, not measurements.
@@ -142,4 +144,134 @@ fn lemon_drains_the_failing_node_only() {
         String::from_utf8_lossy(&again.stdout)
     );
     assert_eq!(c.node_state("node4").unwrap().1, "bad fan, ticket 42");
+}
+
+/// What the two ranks of the job print: rank 0 (on node1) the CUDA error,
+/// rank 1 (on node2) PyTorch's NCCL watchdog timeout, as a peer of a dead
+/// GPU does.
+const TWO_RANKS: &str = r#"if [ "$SLURM_PROCID" = 0 ]; then
+  echo "[rank0]: RuntimeError: CUDA error: uncorrectable ECC error encountered" >&2
+else
+  sleep 1
+  echo "[rank1]:[E ProcessGroupNCCL.cpp:1182] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600003 milliseconds before timing out." >&2
+fi
+exit 1"#;
+
+/// Runs `lemon ARGS` with the cluster's config and `db`; its exit code and
+/// its stdout and stderr together.
+fn lemon(c: &Cluster, db: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = c
+        .host_binary(std::path::Path::new(env!("CARGO_BIN_EXE_lemon")))
+        .arg("--config")
+        .arg(c.config_path())
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn a_two_node_job_whose_log_shows_an_ecc_error_on_one_rank_is_blamed_on_that_node_only() {
+    lemonade_tests::skip_without_cluster!();
+    let c = Cluster::start(ClusterOptions {
+        nodes: 2,
+        lemonade_toml: "[lemon]\nmin_failing_days = 1\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    // The log's directory: root's, in the cluster's root-owned directory
+    // under the sticky /tmp, as the job-log rules want.
+    let logs = c.dir().join("joblogs");
+    std::fs::create_dir(&logs).unwrap();
+    let pattern = format!("{}/two-ranks-%j.out", logs.display());
+    let script = format!(
+        "srun -N2 -n2 bash -c '{}'",
+        TWO_RANKS.replace('\'', "'\\''")
+    );
+    let id = c
+        .sbatch(&["-N2", "-n2", "-o", &pattern, "--wrap", &script])
+        .unwrap_or_else(|e| panic!("sbatch: {e}"));
+    assert!(
+        c.wait_until(Duration::from_secs(120), || all_finished(
+            &c,
+            std::slice::from_ref(&id)
+        )),
+        "job {id} did not finish in accounting: {:?}",
+        c.run(
+            "sacct",
+            &["-X", "-a", "-n", "-P", "-o", "JobIDRaw,NodeList,State"]
+        )
+    );
+    let log = logs.join(format!("two-ranks-{id}.out"));
+    let printed = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        printed.contains("uncorrectable ECC"),
+        "{}: {printed:?}",
+        log.display()
+    );
+
+    // Slurm 22.05's sacct has no StdOut: lemon asks scontrol while
+    // slurmctld holds the job (MinJobAge); later series' sacct names it.
+    let db = c.dir().join("lemon.db");
+    let (code, text) = lemon(&c, &db, &["run", "--dry-run"]);
+    assert!(code.is_some_and(|c| c <= 1), "{text}");
+    assert!(text.contains("job logs of 1 failed runs"), "{text}");
+    assert_eq!(
+        text.contains("(1 named by scontrol)"),
+        c.slurm_series() == "22.05",
+        "Slurm {}: {text}",
+        c.slurm_series()
+    );
+
+    let conn = lemon::db::open(&db, Duration::from_secs(5)).unwrap();
+    let (verdict, node, evidence): (String, Option<String>, String) = conn
+        .query_row(
+            "SELECT e.verdict, e.node, e.evidence1 FROM job_evidence e JOIN jobs j ON j.id = e.job WHERE j.job_id_raw = ?1",
+            [id.parse::<i64>().unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap_or_else(|e| panic!("no verdict for job {id}: {e}; {text}"));
+    assert_eq!(
+        (verdict.as_str(), node.as_deref()),
+        ("hardware", Some("node1"))
+    );
+    assert!(evidence.contains("uncorrectable ECC error"), "{evidence}");
+
+    // The text report counts the job against node1 alone; its JSON carries
+    // each node's blamed jobs with the evidence line (the text lists them
+    // for flagged nodes only, and one failure flags nothing).
+    let (code, report) = lemon(&c, &db, &["report"]);
+    assert_eq!(code, Some(0), "{report}");
+    let fails = |node: &str| {
+        report
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{node} ")))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .map(str::to_string)
+    };
+    assert_eq!(
+        (fails("node1").as_deref(), fails("node2").as_deref()),
+        (Some("1"), Some("0")),
+        "{report}"
+    );
+    let (code, json) = lemon(&c, &db, &["report", "--format", "json"]);
+    assert_eq!(code, Some(0), "{json}");
+    let shown: Vec<&str> = json
+        .lines()
+        .filter(|l| l.contains("\"detail\": \"job log:"))
+        .collect();
+    assert_eq!(shown.len(), 1, "{json}");
+    assert!(
+        shown[0].contains("job log: hardware on node1") && shown[0].contains("uncorrectable ECC"),
+        "{json}"
+    );
 }

@@ -205,6 +205,191 @@ fn re_ingesting_the_same_dump_reads_no_log_twice() {
     assert_eq!(verdicts(&conn).len(), 1);
 }
 
+#[test]
+fn a_log_owned_by_another_uid_than_the_jobs_is_skipped_as_wrong_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a.out");
+    std::fs::write(
+        &out,
+        "[rank0]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n",
+    )
+    .unwrap();
+    let other = my_uid() + 1;
+    let dump = [
+        HEADER.to_string(),
+        row(1, "gpu001", 1, "FAILED", 10_000, &out).replace(
+            &format!("|alice|{}|", my_uid()),
+            &format!("|alice|{other}|"),
+        ),
+    ]
+    .join("\n");
+    let conn = open(dir.path());
+    let stats = ingest::sacct::ingest_reader(&conn, dump.as_bytes(), "dump", 20_000).unwrap();
+    assert_eq!(
+        stats.job_logs.skipped.get("wrong_owner"),
+        Some(&1),
+        "{stats:?}"
+    );
+    assert!(verdicts(&conn).is_empty());
+    assert!(stats
+        .job_logs
+        .summary()
+        .unwrap()
+        .contains("logs skipped: 1 wrong_owner"));
+}
+
+#[test]
+fn a_log_of_a_user_with_no_uid_anywhere_is_skipped_as_unknown_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a.out");
+    std::fs::write(&out, "Traceback (most recent call last):\nKeyError: 'lr'\n").unwrap();
+    // No UID column, and a user the passwd database does not know: whose
+    // file the log should be is unknown, so it is not read.
+    let dump = [
+        HEADER.replace("|UID", ""),
+        row(1, "gpu001", 1, "FAILED", 10_000, &out).replace(
+            &format!("|alice|{}|", my_uid()),
+            "|no-such-user-lemonade-test|",
+        ),
+    ]
+    .join("\n");
+    let conn = open(dir.path());
+    let stats = ingest::sacct::ingest_reader(&conn, dump.as_bytes(), "dump", 20_000).unwrap();
+    assert_eq!(stats.inserted, 1, "{:?}", stats.errors);
+    assert_eq!(
+        stats.job_logs.skipped.get("unknown_user"),
+        Some(&1),
+        "{stats:?}"
+    );
+    assert!(verdicts(&conn).is_empty());
+}
+
+// ---- Paths from slurmctld when sacct names none (Slurm before 23.02) -----
+
+mod held_jobs {
+    use super::*;
+    use lemonade_slurm::command::SlurmCommands;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A Slurm 22.05 as lemon sees it: sacct refuses StdOut, squeue lists
+    /// the held jobs (`squeue.txt`, or fails when `squeue.fail` exists),
+    /// scontrol prints `show-JOB.txt` for a held job and logs its argv.
+    fn slurm(dir: &Path, rows: &[String]) -> SlurmCommands {
+        let bin = dir.join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let header = "JobIDRaw|JobID|NodeList|NNodes|State|ExitCode|DerivedExitCode|Submit|Start|End|ElapsedRaw|Partition|User|AllocTRES|JobName";
+        std::fs::write(
+            dir.join("sacct.txt"),
+            format!("{header}\n{}\n", rows.join("\n")),
+        )
+        .unwrap();
+        let d = dir.display();
+        for (name, body) in [
+            (
+                "sacct",
+                format!("case \"$*\" in *StdOut*) echo 'sacct: error: Invalid field requested: \"StdOut\"' >&2; exit 1;; esac\ncat {d}/sacct.txt"),
+            ),
+            ("squeue", format!("[ -e {d}/squeue.fail ] && {{ echo 'squeue: error: Socket timed out' >&2; exit 1; }}\ncat {d}/squeue.txt")),
+            (
+                "scontrol",
+                format!("echo \"$*\" >> {d}/scontrol.log\ncat {d}/show-$3.txt 2>/dev/null || {{ echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1; }}"),
+            ),
+        ] {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        SlurmCommands::new(bin, None, Duration::from_secs(10))
+    }
+
+    fn me() -> String {
+        nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .unwrap()
+            .unwrap()
+            .name
+    }
+
+    fn failed(id: i64, nodes: &str, n: usize) -> String {
+        format!(
+            "{id}|{id}|{nodes}|{n}|FAILED|1:0|0:0|98900|98900|99000|100|gpu|{}|cpu=2,node={n}|train",
+            me()
+        )
+    }
+
+    fn show_job(dir: &Path, id: i64, std_out: &str) {
+        std::fs::write(
+            dir.join(format!("show-{id}.txt")),
+            format!("JobId={id} JobName=train\n   UserId={u}(0) GroupId={u}(0)\n   StdErr={std_out}\n   StdIn=/dev/null\n   StdOut={std_out}\n   Power=\n\n", u = me()),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_held_jobs_log_is_found_through_scontrol_and_its_patterns_expanded_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Job 5: `%N` left by scontrol is the allocation's first node.
+        std::fs::write(
+            d.join("gpu001-5.out"),
+            "[rank0]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n",
+        )
+        .unwrap();
+        show_job(d, 5, &format!("{}/%N-5.out", d.display()));
+        // Job 6: a per-task pattern names no one file: refused, not guessed.
+        show_job(d, 6, &format!("{}/%t.out", d.display()));
+        // Job 7 is no longer held (purged after MinJobAge): never asked.
+        std::fs::write(d.join("squeue.txt"), "5\n6\n").unwrap();
+        let slurm = slurm(
+            d,
+            &[
+                failed(5, "gpu[001-002]", 2),
+                failed(6, "gpu003", 1),
+                failed(7, "gpu004", 1),
+            ],
+        );
+        let conn = open(d);
+        let stats =
+            ingest::sacct::ingest_from_slurm(&conn, &slurm, 100_000, 1, 1000, None).unwrap();
+        assert_eq!(stats.inserted, 3, "{stats:?}");
+        let logs = &stats.job_logs;
+        assert_eq!(
+            (logs.runs_with_logs, logs.named_by_scontrol),
+            (1, 1),
+            "{logs:?}"
+        );
+        assert_eq!(logs.skipped.get("unknown_pattern"), Some(&1), "{logs:?}");
+        assert!(logs.summary().unwrap().contains("(1 named by scontrol)"));
+        let got = verdicts(&conn);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].0, got[0].1.as_str(), got[0].2.as_deref()),
+            (5, "hardware", Some("gpu001"))
+        );
+        let asked = std::fs::read_to_string(d.join("scontrol.log")).unwrap();
+        assert_eq!(asked, "show job 5\nshow job 6\n");
+    }
+
+    #[test]
+    fn a_slurmctld_that_does_not_answer_costs_one_try_and_is_named_in_the_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("squeue.fail"), "").unwrap();
+        let slurm = slurm(d, &[failed(5, "gpu001", 1), failed(6, "gpu002", 1)]);
+        let conn = open(d);
+        let stats =
+            ingest::sacct::ingest_from_slurm(&conn, &slurm, 100_000, 1, 1000, None).unwrap();
+        assert_eq!(stats.inserted, 2, "{stats:?}");
+        let summary = stats.job_logs.summary().unwrap_or_default();
+        assert!(
+            summary.contains("slurmctld not asked for paths")
+                && summary.contains("Socket timed out"),
+            "{summary}"
+        );
+        assert!(!d.join("scontrol.log").exists());
+        assert!(verdicts(&conn).is_empty());
+    }
+}
+
 // ---- Detection on generated histories with logs -------------------------
 
 mod detection {
@@ -304,14 +489,16 @@ mod detection {
     fn with_job_logs_at_thirty_times_the_background_more_lemons_are_found_and_nothing_else() {
         // Issue 36 asks for recall 0.8 at precision 0.9. Measured over these
         // seeds (2026-11-24): 23 of 34 lemons, 23 flagged (recall 0.68,
-        // precision 1.0), against 14 of 34 without logs. What stops the
-        // rest is the scoring's Poisson test, not the blame: most missed
-        // lemons have 2 uncaught failures, both blamed on them by their
-        // logs (witnessed), at tails of 0.002-0.005 against the cut of
-        // 1e-4; 6 have fewer. With `p_value = 0.005` the same histories
-        // give 29 of 34, 32 flagged (0.85 at 0.91), no confounder; without
-        // logs still 14 of 14. An oracle counting planted uncaught failures
-        // finds 24 of 34 with 3 or more, 30 with 2 or more.
+        // precision 1.0), against 14 of 34 without logs. Over seeds 1-10:
+        // 37 of 59, 37 flagged (0.63 at 1.0). What stops the rest is the
+        // count, not the blame: of the 59 lemons, 7 have at most one
+        // uncaught failure and 15 have exactly two, and a healthy node
+        // with two (a random hardware fault, logged with a localizing
+        // line as often as a lemon's) is as common: 10 such nodes in
+        // seeds 1-10, none told apart by the witnessed or the log-named
+        // count (both tried). Lowering the cut trades one for the other:
+        // `p_value = 0.005` gives 44 of 59, 48 flagged (0.75 at 0.92);
+        // 0.01 gives 51 of 61 flagged (0.86 at 0.84).
         let (hits, flagged, planted, confounded) = detection(30.0, Logs::Written);
         let precision = if flagged == 0 {
             1.0

@@ -10,6 +10,8 @@
 //!   reboot), with dry run.
 //! * [`sinfo`]: nodes' states and reasons as `sinfo` shows them.
 //! * [`node_name`]: which Slurm node this process runs for.
+//! * [`show_job`]: the output files of jobs slurmctld still holds, and Slurm's
+//!   filename patterns.
 
 pub mod bounded;
 pub mod command;
@@ -17,4 +19,5 @@ pub mod hostlist;
 pub mod node_name;
 pub mod node_state;
 pub mod reason;
+pub mod show_job;
 pub mod sinfo;

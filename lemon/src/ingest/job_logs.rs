@@ -2,6 +2,10 @@
 //! log files for, read their tails ([`joblog::read_tails`]), classify them
 //! against the signature catalog and store the verdict in `job_evidence`.
 //!
+//! Where sacct names none (Slurm before 23.02 has no StdOut column), a live
+//! ingest asks slurmctld, which still holds jobs that ended within
+//! `MinJobAge` ([`HeldJobs`], `scontrol show job`).
+//!
 //! Runs are noted as their rows are inserted and classified when their batch
 //! commits, inside its transaction: a run's verdict is stored with the run,
 //! and re-ingesting a run that is already stored reads nothing. A log that
@@ -12,9 +16,11 @@ use crate::error::{LemonError, Result};
 use crate::ingest::sacct::JobRow;
 use crate::job_state::JobState;
 use joblog::{Catalog, JobLayout, Limits, LogTail, Skip};
+use lemonade_slurm::command::SlurmCommands;
+use lemonade_slurm::show_job::{self, PatternJob};
 use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The states of a run whose logs are read: it ended badly, and its output
@@ -39,13 +45,20 @@ pub struct JobLogStats {
     pub skipped: BTreeMap<String, u64>,
     /// Reads still hanging on a stuck mount when the ingest ended.
     pub stalled: u64,
+    /// Runs whose log paths came from `scontrol show job`, not sacct.
+    pub named_by_scontrol: u64,
+    /// Why slurmctld could not be asked for log paths, when it could not.
+    pub scontrol_error: Option<String>,
 }
 
 impl JobLogStats {
     /// One summary line, or `None` when no run had logs.
     pub fn summary(&self) -> Option<String> {
-        if self.runs_with_logs == 0 {
-            return None;
+        if self.runs_with_logs == 0 && self.skipped.is_empty() {
+            return self
+                .scontrol_error
+                .as_ref()
+                .map(|e| format!("job logs: slurmctld not asked for paths: {e}"));
         }
         let list = |m: &BTreeMap<String, u64>| {
             m.iter()
@@ -54,8 +67,12 @@ impl JobLogStats {
                 .join(", ")
         };
         let mut s = format!(
-            "job logs of {} failed runs: verdicts {}",
+            "job logs of {} failed runs{}: verdicts {}",
             self.runs_with_logs,
+            match self.named_by_scontrol {
+                0 => String::new(),
+                n => format!(" ({n} named by scontrol)"),
+            },
             if self.verdicts.is_empty() {
                 "none".to_string()
             } else {
@@ -67,6 +84,9 @@ impl JobLogStats {
         }
         if self.stalled > 0 {
             s.push_str(&format!("; {} reads still hanging", self.stalled));
+        }
+        if let Some(e) = &self.scontrol_error {
+            s.push_str(&format!("; slurmctld not asked for paths: {e}"));
         }
         Some(s)
     }
@@ -91,12 +111,94 @@ struct Pending {
     paths: Vec<PathBuf>,
 }
 
+/// Log paths from slurmctld for runs sacct names none for (Slurm before
+/// 23.02), asked only about jobs it still holds: the held ids are listed once
+/// per ingest, then each failed held run is asked for (`scontrol show job
+/// ID`, argv under the Slurm deadline). The first failure stops the asking
+/// for the rest of the ingest: a slow slurmctld costs one deadline.
+pub struct HeldJobs {
+    slurm: SlurmCommands,
+    held: Option<BTreeSet<i64>>,
+    stopped: bool,
+}
+
+impl HeldJobs {
+    pub fn new(slurm: SlurmCommands) -> HeldJobs {
+        HeldJobs {
+            slurm,
+            held: None,
+            stopped: false,
+        }
+    }
+
+    /// The run's paths as slurmctld has them, Slurm's remaining filename
+    /// patterns expanded; a path with a pattern that cannot be expanded is
+    /// counted as skipped (`unknown_pattern`), not guessed.
+    fn paths_of(&mut self, r: &JobRow, stats: &mut JobLogStats) -> Vec<PathBuf> {
+        let files = match self.ask(r.job_id_raw) {
+            Ok(Some(files)) => files,
+            Ok(None) => return Vec::new(),
+            Err(e) => {
+                self.stopped = true;
+                stats.scontrol_error = Some(e.to_string());
+                return Vec::new();
+            }
+        };
+        let array = array_of(&r.job_id);
+        let job = PatternJob {
+            job_id: r.job_id_raw,
+            array,
+            user: Some(r.user.as_str()).filter(|u| !u.is_empty()),
+            name: r.job_name.as_deref(),
+            first_node: r.nodes.first().map(String::as_str),
+        };
+        let mut names = vec![files.std_out, files.std_err];
+        // One file for both (Slurm's default) is read, or refused, once.
+        names.dedup();
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for name in names.into_iter().flatten() {
+            match show_job::expand_pattern(&name, &job) {
+                Ok(p) if !paths.contains(&PathBuf::from(&p)) => paths.push(p.into()),
+                Ok(_) => {}
+                Err(_) => *stats.skipped.entry("unknown_pattern".into()).or_default() += 1,
+            }
+        }
+        if !paths.is_empty() {
+            stats.named_by_scontrol += 1;
+        }
+        paths
+    }
+
+    fn ask(
+        &mut self,
+        job: i64,
+    ) -> Result<Option<show_job::JobFiles>, lemonade_slurm::command::CommandError> {
+        if self.stopped {
+            return Ok(None);
+        }
+        if self.held.is_none() {
+            self.held = Some(show_job::held_job_ids(&self.slurm)?);
+        }
+        if !self.held.as_ref().is_some_and(|h| h.contains(&job)) {
+            return Ok(None);
+        }
+        show_job::job_files(&self.slurm, job)
+    }
+}
+
+/// An array task's `(ArrayJobId, ArrayTaskId)` from sacct's JobID `40_2`.
+fn array_of(job_id: &str) -> Option<(i64, i64)> {
+    let (job, task) = job_id.split_once('_')?;
+    Some((job.parse().ok()?, task.parse().ok()?))
+}
+
 /// The failed runs of the open batch and the catalog to classify them with.
 pub struct JobLogs {
     catalog: Option<Catalog>,
     limits: Limits,
     pending: Vec<Pending>,
     uids: BTreeMap<String, Option<u32>>,
+    held: Option<HeldJobs>,
 }
 
 impl JobLogs {
@@ -107,7 +209,14 @@ impl JobLogs {
             limits: Limits::default(),
             pending: Vec::new(),
             uids: BTreeMap::new(),
+            held: None,
         }
+    }
+
+    /// Asks slurmctld for the paths of failed runs that sacct names none for.
+    pub fn with_held_jobs(mut self, held: HeldJobs) -> JobLogs {
+        self.held = Some(held);
+        self
     }
 
     /// Notes a run just stored as `jobs.id = job`, when it failed and names logs.
@@ -121,6 +230,11 @@ impl JobLogs {
             // Slurm sends both to one file unless told otherwise: read it once.
             if !paths.contains(&p) {
                 paths.push(p);
+            }
+        }
+        if paths.is_empty() {
+            if let Some(held) = &mut self.held {
+                paths = held.paths_of(r, stats);
             }
         }
         if paths.is_empty() {

@@ -37,71 +37,69 @@ pub fn close(conn: &Connection, node: &str, note: &str, now: i64) -> Result<usiz
     db::tickets::close(conn, id, now, note)
 }
 
-/// Splits one CSV line, honouring double quotes (`""` inside quotes is a quote).
-pub fn split_csv(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => out.push(std::mem::take(&mut field)),
-            (c, _) => field.push(c),
-        }
-    }
-    out.push(field);
-    out
-}
-
 /// Imports `node,opened_at,closed_at,note` rows; a header line is skipped.
-/// Re-importing the same file updates rather than duplicates.
+/// Re-importing the same file updates rather than duplicates. The file is
+/// read as RFC 4180 CSV (the `csv` crate): a quoted note may hold commas,
+/// quotes (`""`) and line breaks, and each row is named by the line it
+/// starts on.
 pub fn import_csv(conn: &mut Connection, path: &Path) -> Result<IngestStats> {
-    let text = std::fs::read_to_string(path).map_err(|e| LemonError::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| LemonError::io(path, e))?;
     let source = format!("csv:{}", path.display());
     let mut stats = IngestStats::default();
     let mut ids = NodeIds::load(conn)?;
     let tx = conn.transaction()?;
-    for (i, line) in text.lines().enumerate() {
-        let f = split_csv(line);
-        if line.trim().is_empty() || (i == 0 && f[0].trim() == "node") {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(bytes.as_slice());
+    for (i, record) in reader.records().enumerate() {
+        let line = match &record {
+            Ok(r) => r.position(),
+            Err(e) => e.position(),
+        }
+        .map_or(i as u64 + 1, csv::Position::line);
+        let where_ = format!("{}:{line}", path.display());
+        let f = match record {
+            Ok(r) => r,
+            Err(e) => {
+                stats.rows_read += 1;
+                stats.malformed(where_, format!("not CSV: {e}"));
+                continue;
+            }
+        };
+        if f.iter().all(|c| c.trim().is_empty()) || (i == 0 && f[0].trim() == "node") {
             continue;
         }
         stats.rows_read += 1;
-        let where_ = format!("{}:{}", path.display(), i + 1);
-        if f.len() < 2 || f[0].trim().is_empty() {
-            stats.malformed(where_, "expected node,opened_at,closed_at,note".into());
-            continue;
+        match row(&f) {
+            Ok((name, opened, closed, note)) => {
+                let node = ids.get_or_insert(&tx, name)?;
+                stats.inserted +=
+                    db::tickets::upsert_imported(&tx, node, opened, closed, note, &source)? as u64;
+            }
+            Err(why) => stats.malformed(where_, why),
         }
-        let opened = match db::parse_time(&f[1]) {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                stats.malformed(where_, "opened_at is empty".into());
-                continue;
-            }
-            Err(e) => {
-                stats.malformed(where_, format!("opened_at: {e}"));
-                continue;
-            }
-        };
-        let closed = match f.get(2).map(|s| db::parse_time(s)).transpose() {
-            Ok(c) => c.flatten(),
-            Err(e) => {
-                stats.malformed(where_, format!("closed_at: {e}"));
-                continue;
-            }
-        };
-        let note = f.get(3).cloned().unwrap_or_default();
-        let node = ids.get_or_insert(&tx, f[0].trim())?;
-        stats.inserted +=
-            db::tickets::upsert_imported(&tx, node, opened, closed, &note, &source)? as u64;
     }
     tx.commit()?;
     Ok(stats)
+}
+
+/// One ticket row: node, opened, closed and note, or why it is malformed.
+fn row(f: &csv::StringRecord) -> std::result::Result<(&str, i64, Option<i64>, &str), String> {
+    let node = f.get(0).map(str::trim).unwrap_or_default();
+    if f.len() < 2 || node.is_empty() {
+        return Err("expected node,opened_at,closed_at,note".into());
+    }
+    let opened = match db::parse_time(&f[1]) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Err("opened_at is empty".into()),
+        Err(e) => return Err(format!("opened_at: {e}")),
+    };
+    let closed = match f.get(2).map(db::parse_time).transpose() {
+        Ok(c) => c.flatten(),
+        Err(e) => return Err(format!("closed_at: {e}")),
+    };
+    Ok((node, opened, closed, f.get(3).unwrap_or_default()))
 }
 
 #[cfg(test)]
@@ -111,7 +109,6 @@ mod tests {
 
     #[test]
     fn csv_with_quotes_imports_idempotently() {
-        assert_eq!(split_csv(r#"a,"b, ""c""",d"#), ["a", "b, \"c\"", "d"]);
         let dir = tempfile::tempdir().unwrap();
         let mut conn = db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
         let csv = dir.path().join("t.csv");
@@ -128,5 +125,30 @@ mod tests {
         assert_eq!(close(&conn, "gpu003", "fixed", 600).unwrap(), 1);
         let n = db::tickets::count(&conn).unwrap();
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn a_quoted_note_with_a_line_break_and_a_comma_is_one_row_and_a_bad_row_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let csv = dir.path().join("t.csv");
+        std::fs::write(
+            &csv,
+            "node,opened_at,closed_at,note\n\
+             gpu001,100,200,\"dimm, slot 3\nreplaced \"\"B2\"\"\"\n\
+             gpu002,soon,,x\n",
+        )
+        .unwrap();
+        let s = import_csv(&mut conn, &csv).unwrap();
+        assert_eq!((s.rows_read, s.inserted, s.skipped), (2, 1, 1), "{s:?}");
+        let (at, why) = &s.errors[0];
+        assert!(
+            at.ends_with("t.csv:4"),
+            "the bad row starts on line 4: {at}"
+        );
+        assert!(why.starts_with("opened_at: "), "{why}");
+        let all = list(&conn, true).unwrap();
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0].note, "dimm, slot 3\nreplaced \"B2\"");
     }
 }

@@ -5,8 +5,8 @@
 //! with N nodes, r_f failures per node per unit time, checkpoint interval
 //! Δt, restart overhead u0, queue time q and productive runtime R.
 
-use super::stats::median;
 use super::{JobRecord, ReportParams};
+use crate::stats::median;
 use serde::Serialize;
 
 const MIN_PER_DAY: f64 = 1440.0;

@@ -240,7 +240,7 @@ fn rolling(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reliability::stats::chi2_quantile_even;
+    use crate::stats::chi2_quantile_even;
 
     #[test]
     fn a_rate_without_failures_is_bounded_above_by_the_chi_square_interval() {

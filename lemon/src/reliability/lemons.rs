@@ -1,8 +1,8 @@
 //! The lemon section: the current lemon list and each signal's distribution
 //! over the fleet (a CDF, as the paper's Figure 11) with its threshold.
 
-use super::stats::quantile_sorted;
 use super::{LemonEntry, SignalValues};
+use crate::stats::quantile_sorted;
 use serde::Serialize;
 
 /// One signal over the fleet.

@@ -20,7 +20,6 @@ pub mod mttf;
 pub mod outcomes;
 pub mod remediation;
 pub mod render;
-pub mod stats;
 pub mod svg;
 
 use chrono::{DateTime, Duration, Utc};

@@ -1,8 +1,8 @@
 //! MTTF by job size: empirical (runtime over failures, with a chi-square
 //! interval) next to the projection 1/(N·r_f).
 
-use super::stats::chi2_quantile_even;
 use super::{JobRecord, ReportParams};
+use crate::stats::chi2_quantile_even;
 use serde::Serialize;
 
 /// One job-size bucket: runs with more than half and at most `gpus` GPUs

@@ -10,8 +10,8 @@
 //! still counts its remediations and its return, but has no time out of
 //! service. Incidents still open at the range's end did not return.
 
-use super::stats::median;
 use super::{ratio, TimeRange, DAY_S};
+use crate::stats::median;
 use chrono::{DateTime, Utc};
 use lemonade_slurm::reason::{self, ReasonOwner};
 use serde::Serialize;

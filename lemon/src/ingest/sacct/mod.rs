@@ -19,7 +19,7 @@ pub mod row;
 
 pub use row::gpus_of;
 
-use super::job_logs::JobLogs;
+use super::job_logs::{HeldJobs, JobLogs};
 use super::IngestStats;
 use crate::db::{self, NewRun, NodeIds, RunInserter};
 use crate::error::{LemonError, Result};
@@ -40,8 +40,10 @@ pub const LIVE_FIELDS: &str = concat!(
 );
 
 /// [`LIVE_FIELDS`] with the job's user id and log files (issue 36), free
-/// text before JobName. Slurm before 23.02 has no StdOut and refuses the
-/// whole call ("Invalid field requested"): lemon then asks again without.
+/// text before JobName, asked with `--expand-patterns` (sacct prints the
+/// `%j` of `slurm-%j.out` as written without it). Slurm before 23.02 has no
+/// StdOut and refuses the whole call ("Invalid field requested"): lemon then
+/// asks again without, and asks slurmctld ([`HeldJobs`]) instead.
 pub const LIVE_FIELDS_WITH_LOGS: &str = concat!(
     "JobIDRaw,JobID,NodeList,NNodes,State,ExitCode,DerivedExitCode,Submit,Start,End,ElapsedRaw,Partition,User,AllocTRES",
     ",UID,StdOut,StdErr,JobName"
@@ -142,6 +144,12 @@ impl<'c> JobWriter<'c> {
     /// Classifies failed runs' logs with `catalog` rather than the defaults.
     pub fn with_catalog(mut self, catalog: Option<joblog::Catalog>) -> Self {
         self.logs = JobLogs::new(catalog);
+        self
+    }
+
+    /// Asks slurmctld for the log paths of failed runs sacct names none for.
+    pub fn with_held_jobs(mut self, held: HeldJobs) -> Self {
+        self.logs = std::mem::replace(&mut self.logs, JobLogs::new(None)).with_held_jobs(held);
         self
     }
 
@@ -412,13 +420,15 @@ pub fn ingest_from_slurm(
 ) -> Result<IngestStats> {
     let start = db::watermark(conn, db::WM_SACCT)?.unwrap_or(now - i64::from(window_days) * 86_400);
     let step = i64::from(step_hours.max(1)) * 3600;
-    let mut w = JobWriter::new(conn, now)?.with_catalog(catalog);
+    let mut w = JobWriter::new(conn, now)?
+        .with_catalog(catalog)
+        .with_held_jobs(HeldJobs::new(slurm.clone()));
     let mut fields = LIVE_FIELDS_WITH_LOGS;
     let mut t0 = start;
     while t0 < now {
         let t1 = (t0 + step).min(now);
         let (s, e) = (db::slurm_time_arg(t0), db::slurm_time_arg(t1));
-        let args = [
+        let mut args = vec![
             "-X",
             "-a",
             "-D",
@@ -431,10 +441,17 @@ pub fn ingest_from_slurm(
             "-o",
             fields,
         ];
+        if fields == LIVE_FIELDS_WITH_LOGS {
+            args.push("--expand-patterns");
+        }
         let what = || format!("sacct -S {s} -E {e}");
         let out = match slurm.run_with_env("sacct", &args, &[("SLURM_TIME_FORMAT", "%s")]) {
+            // An older sacct: no StdOut field, or no --expand-patterns.
             Err(source)
-                if fields != LIVE_FIELDS && source.to_string().contains("Invalid field") =>
+                if fields != LIVE_FIELDS
+                    && ["Invalid field", "unrecognized option"]
+                        .iter()
+                        .any(|m| source.to_string().contains(m)) =>
             {
                 fields = LIVE_FIELDS;
                 continue;

@@ -1,13 +1,16 @@
-//! Rendering a [`ReliabilityReport`](super::ReliabilityReport): text for
-//! terminals, JSON for machines, one self-contained HTML page for people.
+//! Rendering a [`ReliabilityReport`](super::ReliabilityReport): JSON for
+//! machines (the report's own structure); text and one self-contained HTML
+//! page from one model of its sections (`sections`), drawn by the
+//! [`document`](crate::document) renderers.
 
-pub mod html;
+mod charts;
 pub mod json;
-pub mod text;
+pub mod sections;
 
 use super::failure_rate::Rate;
 use super::remediation::RemediationRow;
 use super::{ReliabilityError, ReliabilityReport};
+use crate::document;
 use std::str::FromStr;
 
 /// Output format of the report.
@@ -37,9 +40,9 @@ impl FromStr for Format {
 /// Renders the report in `format`.
 pub fn render(report: &ReliabilityReport, format: Format) -> Result<String, ReliabilityError> {
     match format {
-        Format::Text => Ok(text::render(report)),
+        Format::Text => Ok(document::text::render(&sections::document(report))),
         Format::Json => json::render(report),
-        Format::Html => Ok(html::render(report)),
+        Format::Html => Ok(document::html::render(&sections::document(report))),
     }
 }
 

@@ -1,5 +1,7 @@
-//! The little statistics the report needs: chi-square quantiles (for the
-//! Poisson/exponential MTTF interval) and empirical quantiles.
+//! The little statistics lemon needs, in one place: the Poisson tail that
+//! decides whether a node's failures are improbable, the chi-square
+//! quantiles of the reliability report's MTTF intervals (which rest on the
+//! same tail), and empirical quantiles and medians.
 
 /// Below this many degrees of freedom the chi-square quantile is computed
 /// exactly (through the Poisson identity); above, the Wilson–Hilferty
@@ -17,9 +19,9 @@ pub fn chi2_quantile_even(p: f64, dof: u64) -> f64 {
         let h = 2.0 / (9.0 * k);
         return k * (1.0 - h + z * h.sqrt()).powi(3);
     }
-    let k = dof / 2;
+    let k = u32::try_from(dof / 2).expect("dof is at most EXACT_DOF_LIMIT");
     // P(χ²_{2k} ≤ x) = P(Poisson(x/2) ≥ k): bisect on x.
-    let cdf = |x: f64| 1.0 - poisson_cdf(k - 1, x / 2.0);
+    let cdf = |x: f64| poisson_tail(k, x / 2.0);
     let (mut lo, mut hi) = (0.0, dof as f64 + 40.0 * (dof as f64).sqrt() + 50.0);
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
@@ -35,20 +37,33 @@ pub fn chi2_quantile_even(p: f64, dof: u64) -> f64 {
     0.5 * (lo + hi)
 }
 
-/// P(X ≤ k) for X ~ Poisson(mean), summed in log space so large means do
-/// not underflow.
-pub fn poisson_cdf(k: u64, mean: f64) -> f64 {
-    if mean <= 0.0 {
+/// P(X >= k) for X ~ Poisson(mu), summed from k upward so that tiny tails
+/// keep their precision (a lemon's p-value can be 1e-30; `1 - cdf` would
+/// read 0).
+pub fn poisson_tail(k: u32, mu: f64) -> f64 {
+    if k == 0 {
         return 1.0;
     }
-    let ln_mean = mean.ln();
-    let mut ln_term = -mean;
-    let mut sum = ln_term.exp();
-    for i in 1..=k {
-        ln_term += ln_mean - (i as f64).ln();
-        sum += ln_term.exp();
+    if mu <= 0.0 {
+        return 0.0;
+    }
+    let mut log_term = -mu + f64::from(k) * mu.ln() - ln_factorial(k);
+    let mut sum = 0.0;
+    let mut i = k;
+    loop {
+        let term = log_term.exp();
+        sum += term;
+        i += 1;
+        log_term += mu.ln() - f64::from(i).ln();
+        if (term < sum * 1e-15 && f64::from(i) > mu) || i > k + 100_000 {
+            break;
+        }
     }
     sum.min(1.0)
+}
+
+fn ln_factorial(n: u32) -> f64 {
+    (2..=n).map(|i| f64::from(i).ln()).sum()
 }
 
 /// Quantile of the standard normal distribution (Acklam's rational
@@ -108,6 +123,12 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Empirical quantile of unsorted values (nearest rank; sorts them).
+pub fn quantile(values: &mut [f64], q: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    quantile_sorted(values, q)
+}
+
 /// Median of unsorted values (reorders them).
 pub fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
@@ -140,6 +161,14 @@ mod tests {
     }
 
     #[test]
+    fn poisson_tail_matches_known_values() {
+        assert!((poisson_tail(1, 1.0) - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
+        assert!((poisson_tail(3, 2.0) - 0.323_323_583_816_936_5).abs() < 1e-12);
+        assert!(poisson_tail(20, 0.1) < 1e-30);
+        assert_eq!(poisson_tail(0, 5.0), 1.0);
+    }
+
+    #[test]
     fn normal_quantile_known_points() {
         assert!((normal_quantile(0.975) - 1.959_964).abs() < 1e-6);
         assert!(normal_quantile(0.5).abs() < 1e-12);
@@ -150,6 +179,7 @@ mod tests {
         let v = [1.0, 2.0, 3.0, 4.0];
         assert_eq!(quantile_sorted(&v, 0.5), 2.0);
         assert_eq!(quantile_sorted(&v, 1.0), 4.0);
+        assert_eq!(quantile(&mut [4.0, 1.0, 3.0, 2.0], 0.5), 2.0);
         assert_eq!(median(&mut [5.0, 1.0, 3.0]), Some(3.0));
     }
 }
