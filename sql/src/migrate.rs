@@ -44,6 +44,10 @@ const LEMON: &[(&str, &str)] = &[
         "0006_job_evidence.sql",
         include_str!("../migrations/lemon/0006_job_evidence.sql"),
     ),
+    (
+        "0008_flight_recorder.sql",
+        include_str!("../migrations/lemon/0008_flight_recorder.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {
