@@ -42,6 +42,7 @@ pub struct StoredTrace {
 pub struct TracedRun {
     /// `jobs.id`.
     pub row_id: i64,
+    pub job_id_raw: i64,
     pub job_id: String,
     /// The NodeList as sacct wrote it.
     pub nodelist: String,
@@ -53,17 +54,18 @@ pub struct TracedRun {
 pub fn last_run(conn: &Connection, job: &str) -> Result<Option<TracedRun>> {
     Ok(conn
         .query_row(
-            "SELECT id, job_id, nodelist, start_time, end_time FROM jobs
+            "SELECT id, job_id_raw, job_id, nodelist, start_time, end_time FROM jobs
              WHERE job_id = ?1 OR job_id_raw = CAST(?1 AS INTEGER)
              ORDER BY end_time DESC LIMIT 1",
             [job],
             |r| {
                 Ok(TracedRun {
                     row_id: r.get(0)?,
-                    job_id: r.get(1)?,
-                    nodelist: r.get(2)?,
-                    start: r.get(3)?,
-                    end: r.get(4)?,
+                    job_id_raw: r.get(1)?,
+                    job_id: r.get(2)?,
+                    nodelist: r.get(3)?,
+                    start: r.get(4)?,
+                    end: r.get(5)?,
                 })
             },
         )
@@ -123,4 +125,29 @@ pub fn of_failed_runs(
         ))
     })?;
     Ok(rows.collect::<std::result::Result<_, _>>()?)
+}
+
+/// A failed run for tests above the data layer: `jobs.id` 1 on `nodes`
+/// (their NodeList `nodelist`), from `start` to `end`.
+#[cfg(test)]
+pub fn insert_failed_run_for_test(
+    conn: &Connection,
+    job_id: &str,
+    nodelist: &str,
+    nodes: &[&str],
+    (start, end): (i64, i64),
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO jobs(id, job_id_raw, job_id, start_time, end_time, state, nnodes, nodelist)
+         VALUES (1, CAST(?1 AS INTEGER), ?1, ?2, ?3, 'FAILED', ?4, ?5)",
+        params![job_id, start, end, nodes.len() as i64, nodelist],
+    )?;
+    for n in nodes {
+        conn.execute("INSERT OR IGNORE INTO nodes(name) VALUES (?1)", [n])?;
+        conn.execute(
+            "INSERT INTO job_nodes(job, node) SELECT 1, id FROM nodes WHERE name = ?1",
+            [n],
+        )?;
+    }
+    Ok(())
 }
