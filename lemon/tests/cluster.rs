@@ -301,8 +301,12 @@ fn a_hang_in_planted_flight_recorder_dumps_is_collected_by_the_epilog_and_blamed
         ..ClusterOptions::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
+    // The batch step runs on node1 and the plugin gave it node1's
+    // directory; srun would hand that to node2's task, and the plugin keeps
+    // a value already set. A real cluster has one state directory path on
+    // every node; this one has one per node, so the step asks afresh.
     let script = format!(
-        "export PLANT={}; srun -N2 -n2 bash -c '{}'",
+        "export PLANT={}; unset TORCH_NCCL_DEBUG_INFO_TEMP_FILE; srun -N2 -n2 bash -c '{}'",
         plant.display(),
         PLANT.replace('\'', "'\\''")
     );
