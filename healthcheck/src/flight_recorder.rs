@@ -240,6 +240,14 @@ mod tests {
         assert_eq!(group.collectives.last().unwrap().seq, 18231);
         assert_eq!(got[2].groups["0"].last_started, Some(18230));
         assert!(errors(&bodies).is_empty());
+        // A record stays small in the export (its default bound is 8 MiB).
+        let longest = bodies
+            .iter()
+            .map(|b| serde_json::to_string(b).unwrap().len())
+            .max()
+            .unwrap();
+        eprintln!("longest flight_recorder record: {longest} bytes");
+        assert!(longest < 16 << 10, "{longest}");
     }
 
     #[test]
