@@ -57,6 +57,10 @@ pub struct StoreSettings {
     /// The run that finds the write-ahead log larger than this checkpoints
     /// and empties it (`lemonade_sql::wal`).
     pub max_log_kib: u64,
+    /// Raw NCCL flight-recorder dumps (issue 32) stay on the node this many
+    /// days after their job's directory last changed; the epilog prunes older
+    /// ones (their summaries went to the head node when the job ended).
+    pub flight_recorder_keep_days: u32,
 }
 
 impl Default for StoreSettings {
@@ -66,6 +70,7 @@ impl Default for StoreSettings {
             retention_days: 30,
             lock_wait_ms: 2000,
             max_log_kib: 4096,
+            flight_recorder_keep_days: 7,
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod engine;
 pub mod exit_status;
 pub mod export;
 pub mod finding;
+pub mod flight_recorder;
 pub mod history;
 pub mod hooks;
 pub mod nvml_handle;

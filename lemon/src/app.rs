@@ -117,7 +117,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Report(args) => report_cmd(&ctx, &args),
         Command::Ettr(args) => ettr_cmd(&ctx, &args),
         Command::Watch(args) => watch_cmd(&ctx, &args),
-        Command::Trace(args) => trace_cmd(&args),
+        Command::Trace(args) => trace_cmd(&ctx, &args),
         Command::Release(args) => release_cmd(&ctx, &args),
         Command::Ticket(t) => ticket_cmd(&ctx, t),
         Command::Validate(v) => validate_cmd(&ctx, v),
@@ -295,7 +295,14 @@ fn validate_cmd(ctx: &App, command: ValidateCommand) -> Result<u8> {
 }
 
 /// Exit 0 when the dumps were analysed, whether anyone was named or not.
-fn trace_cmd(args: &TraceArgs) -> Result<u8> {
+fn trace_cmd(ctx: &App, args: &TraceArgs) -> Result<u8> {
+    if args.dumps.is_empty() {
+        let conn = ctx.open()?;
+        let (out, summary) = crate::trace::trace_collected(&conn, &args.job, args.format)?;
+        print!("{out}");
+        eprint!("{summary}");
+        return Ok(EXIT_OK);
+    }
     let placement = crate::trace::Placement {
         nodes: args.nodes.clone(),
         tasks_per_node: args.tasks_per_node,

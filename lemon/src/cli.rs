@@ -160,6 +160,8 @@ pub struct TraceArgs {
     pub job: String,
     /// A rank's flight-recorder dump (`<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>`:
     /// the name ends in the rank). Takes several (`--dump dir/nccl_trace_rank_*`) or repeats.
+    /// Without it: the summaries the nodes' epilogs collected into lemon.db
+    /// for the job's last run, with its NodeList from the jobs table.
     #[arg(long = "dump", value_name = "FILE", num_args = 1..)]
     pub dumps: Vec<PathBuf>,
     /// The job's NodeList, in order (e.g. `gpu[041-042]`): names the node of each rank.

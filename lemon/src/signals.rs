@@ -474,6 +474,7 @@ impl<'a> WindowPass<'a> {
             exit_signal: row.exit_signal()?,
             nodes: Vec::new(),
             log: None,
+            trace: None,
         };
         self.failed
             .push((run, row.user()?.unwrap_or("").to_string()));
@@ -660,6 +661,7 @@ pub fn attribute_range_with(
     )?;
     let (exposure, mut users, mut runs) = pass.finish(conn)?;
     crate::attribute::job_log::attach(conn, t0, t1, &mut runs)?;
+    crate::attribute::trace::attach(conn, t0, t1, &mut runs)?;
     users.add_failures(&runs);
     let evidence = load_evidence(conn, t0, t1)?;
     // Every run counts as at least an hour, as in the attribution's own

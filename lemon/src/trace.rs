@@ -1,6 +1,7 @@
-//! `lemon trace JOBID --dump FILE...`: hangs and stragglers inside one job
-//! (issue 32) from its ranks' NCCL flight-recorder dumps, analysed by
-//! `lemonade_flight_recorder`.
+//! `lemon trace JOBID [--dump FILE...]`: hangs and stragglers inside one
+//! job (issue 32) from its ranks' NCCL flight-recorder dumps, analysed by
+//! `lemonade_flight_recorder`: the summaries the nodes' epilogs collected
+//! into lemon.db, or dump files given on the command line.
 //!
 //! The dumps are written by the job's user and lemon may run as root: each
 //! is read through the flight-recorder crate's checked read (no symlink on
@@ -14,6 +15,7 @@ use crate::error::{LemonError, Result};
 use clap::ValueEnum;
 use flight_recorder::{analyze, read_dump, Analysis, Params, RankSummary, ReadLimits};
 use joblog::JobLayout;
+use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -82,10 +84,50 @@ pub fn trace_dumps(
     ranks.sort_by_key(|r| r.rank);
     let layout = layout(placement, &ranks)?;
     let analysis = analyze(&ranks, layout.as_ref(), &Params::default());
+    render(job, &analysis, unread, format)
+}
+
+/// `lemon trace JOBID` without `--dump`: the summaries the nodes' epilogs
+/// exported for the job's last run in lemon.db, with its NodeList; a rank
+/// maps to the node that held its dump.
+pub fn trace_collected(
+    conn: &Connection,
+    job: &str,
+    format: TraceFormat,
+) -> Result<(String, String)> {
+    let Some(run) = crate::db::traces::last_run(conn, job)? else {
+        return Err(LemonError::Usage(format!(
+            "lemon trace {job}: no such job in lemon.db (lemon ingest reads it from sacct); give its dumps with --dump FILE"
+        )));
+    };
+    let since = run.start.unwrap_or(run.end);
+    let stored = crate::db::traces::of_job(conn, &run.job_id_raw.to_string(), since)?;
+    if stored.is_empty() {
+        return Err(LemonError::Usage(format!(
+            "lemon trace {job}: no flight-recorder summaries collected for this run (the setting was off, or no rank dumped); give dumps with --dump FILE"
+        )));
+    }
+    let traced = crate::attribute::trace::analyze_stored(&run.nodelist, &stored);
+    let (mut out, err) = render(&run.job_id, &traced.analysis, traced.unread, format)?;
+    if format == TraceFormat::Text {
+        if let Some((node, evidence)) = crate::attribute::trace::localized(&traced.analysis) {
+            out += &format!("points at {node}: {evidence}\n");
+        }
+    }
+    Ok((out, err))
+}
+
+/// The analysis on stdout, the unread dumps and a count on stderr.
+fn render(
+    job: &str,
+    analysis: &Analysis,
+    unread: Vec<String>,
+    format: TraceFormat,
+) -> Result<(String, String)> {
     let mut stderr: String = unread.iter().map(|u| format!("skipped {u}\n")).collect();
     stderr += &format!(
         "lemon trace: {} dumps read, {} skipped, {} ranks named\n",
-        ranks.len(),
+        analysis.ranks,
         unread.len(),
         analysis.named_ranks().len()
     );
@@ -94,7 +136,7 @@ pub fn trace_dumps(
         TraceFormat::Json => {
             let o = TraceOutput {
                 job,
-                analysis: &analysis,
+                analysis,
                 unread,
             };
             let text = serde_json::to_string_pretty(&o)
@@ -206,6 +248,90 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("15 dumps read, 2 skipped"), "{err}");
+    }
+
+    /// A 16-rank job on gpu[041-042], rank 13 hung, as the two nodes'
+    /// epilogs exported it, ingested into a fresh lemon.db.
+    fn collected(dir: &Path) -> Connection {
+        use lemonade_spool::{Body, Record};
+        let mut conn =
+            crate::db::open(&dir.join("lemon.db"), std::time::Duration::from_secs(1)).unwrap();
+        let nodes = ["gpu041", "gpu042"];
+        crate::db::traces::insert_failed_run_for_test(
+            &conn,
+            "4419021",
+            "gpu[041-042]",
+            &nodes,
+            (1000, 2000),
+        )
+        .unwrap();
+        let spec = JobSpec {
+            ranks: 16,
+            hung_rank: Some(13),
+            ..Default::default()
+        };
+        let mut ids = crate::db::NodeIds::load(&conn).unwrap();
+        for (i, node) in nodes.iter().enumerate() {
+            let records: Vec<Record> = job_dumps(&spec)
+                .into_iter()
+                .filter(|(rank, _)| *rank / 8 == i as u32)
+                .map(|(rank, bytes)| {
+                    let s = flight_recorder::summarize_bytes(rank, &bytes, &Default::default())
+                        .unwrap();
+                    Record {
+                        seq: u64::from(rank) + 1,
+                        epoch: "e".into(),
+                        node: node.to_string(),
+                        at: 2001,
+                        body: Body::FlightRecorder {
+                            job_id: "4419021".into(),
+                            rank: Some(rank),
+                            summary: Some(serde_json::to_value(s).unwrap()),
+                            error: None,
+                        },
+                    }
+                })
+                .collect();
+            crate::ingest::spool::ingest_records(&mut conn, &mut ids, &records).unwrap();
+        }
+        conn
+    }
+
+    #[test]
+    fn trace_of_a_job_id_alone_names_the_node_from_the_collected_summaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = collected(dir.path());
+        let (out, err) = trace_collected(&conn, "4419021", TraceFormat::Text).unwrap();
+        assert!(
+            out.contains("hang: rank 13 on gpu042 never entered nccl:all_reduce seq 18231"),
+            "{out}"
+        );
+        assert!(
+            out.contains("points at gpu042: rank 13 on gpu042 stopped at all_reduce seq 18231; 15 ranks waited there"),
+            "{out}"
+        );
+        assert!(
+            err.contains("16 dumps read, 0 skipped, 1 ranks named"),
+            "{err}"
+        );
+        let e = trace_collected(&conn, "99", TraceFormat::Text).unwrap_err();
+        assert!(e.to_string().contains("no such job in lemon.db"), "{e}");
+    }
+
+    #[test]
+    fn the_attribution_blames_the_hung_ranks_node_from_the_collected_summaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = collected(dir.path());
+        let w =
+            crate::signals::attribute_range(&conn, 0, 3000, &Default::default(), &|t| t).unwrap();
+        let names = crate::db::node_names(&conn).unwrap();
+        let a = &w.attributions[0];
+        assert_eq!(a.rule, crate::attribute::Rule::Trace, "{a:?}");
+        assert_eq!(names[&a.node.unwrap()], "gpu042");
+        assert_eq!(
+            a.detail,
+            "flight recorder: rank 13 on gpu042 stopped at all_reduce seq 18231; 15 ranks waited there"
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! drain exactly that node with a `lemon:` reason that `sinfo -R` shows,
 //! and a node an administrator drained is left alone; and a two-node job
 //! whose rank on one node printed a CUDA ECC error is blamed on that node
-//! only, from its log (issue 36).
+//! only, from its log (issue 36); and a two-node job with the flight
+//! recorder on, whose planted dumps show rank 13 hung, is blamed on the node
+//! that ran it, from the summaries the epilogs collected (issue 32).
 //!
 //! Waits are bounded polls, generous for a loaded CI machine; they are
 //! correctness limits, not measurements.
@@ -273,5 +275,128 @@ fn a_two_node_job_whose_log_shows_an_ecc_error_on_one_rank_is_blamed_on_that_nod
     assert!(
         shown[0].contains("job log: hardware on node1") && shown[0].contains("uncorrectable ECC"),
         "{json}"
+    );
+}
+
+/// A 16-rank job, 8 ranks a node, rank 13 (on the second node) hung: each
+/// node's task writes its ranks' dumps where the plugin pointed PyTorch.
+const PLANT: &str =
+    r#""$PLANT" "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE" 16 13 $((SLURM_NODEID * 8)) 8; exit 1"#;
+
+#[test]
+fn a_hang_in_planted_flight_recorder_dumps_is_collected_by_the_epilog_and_blamed_on_its_node() {
+    lemonade_tests::skip_without_cluster!();
+    let plugin = lemonade_tests::spank::Plugin::built("liblemonade_spank.so");
+    let plant = lemonade_tests::target_bin_dir().join("lemonade-plant-dumps");
+    assert!(
+        plant.exists(),
+        "{} missing: cargo build -p lemonade-tests --bins",
+        plant.display()
+    );
+    let c = Cluster::start(ClusterOptions {
+        nodes: 2,
+        epilog: true,
+        plugstack: vec![plugin.line("config={config} flight_recorder=on")],
+        lemonade_toml: "[lemon]\nmin_failing_days = 1\n".into(),
+        ..ClusterOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    // The batch step runs on node1 and the plugin gave it node1's
+    // directory; srun would hand that to node2's task, and the plugin keeps
+    // a value already set. A real cluster has one state directory path on
+    // every node; this one has one per node, so the step asks afresh.
+    let script = format!(
+        "export PLANT={}; unset TORCH_NCCL_DEBUG_INFO_TEMP_FILE; srun -N2 -n2 bash -c '{}'",
+        plant.display(),
+        PLANT.replace('\'', "'\\''")
+    );
+    let out = c.dir().join("planted-%j.out");
+    let id = c
+        .sbatch(&[
+            "-N2",
+            "-n2",
+            "-o",
+            &out.display().to_string(),
+            "--wrap",
+            &script,
+        ])
+        .unwrap_or_else(|e| panic!("sbatch: {e}"));
+    assert!(
+        c.wait_until(Duration::from_secs(120), || all_finished(
+            &c,
+            std::slice::from_ref(&id)
+        )),
+        "job {id} did not finish in accounting"
+    );
+    // Each node kept its raw dumps; its epilog exported their summaries.
+    for (node, ranks) in [("node1", 0..8), ("node2", 8..16)] {
+        let dir = c
+            .node_db(node)
+            .parent()
+            .unwrap()
+            .join("flight-recorder")
+            .join(&id);
+        for rank in ranks {
+            assert!(
+                dir.join(format!("nccl_trace_rank_{rank}")).is_file(),
+                "{}: rank {rank}",
+                dir.display()
+            );
+        }
+    }
+    let exported = |node: &str| {
+        std::fs::read_to_string(c.spool_dir().join(format!("{node}.jsonl")))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"flight_recorder\"") && l.contains("\"summary\""))
+            .count()
+    };
+    assert!(
+        c.wait_until(Duration::from_secs(60), || exported("node1") == 8
+            && exported("node2") == 8),
+        "summaries exported: node1 {}, node2 {}",
+        exported("node1"),
+        exported("node2")
+    );
+
+    let db = c.dir().join("lemon.db");
+    let (code, text) = lemon(&c, &db, &["run", "--dry-run"]);
+    assert!(code.is_some_and(|c| c <= 1), "{text}");
+    let (code, trace) = lemon(&c, &db, &["trace", &id]);
+    assert_eq!(code, Some(0), "{trace}");
+    assert!(
+        trace.contains("hang: rank 13 on node2 never entered nccl:all_reduce seq 18231"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("16 dumps read, 0 skipped, 1 ranks named"),
+        "{trace}"
+    );
+
+    let (code, json) = lemon(&c, &db, &["report", "--format", "json"]);
+    assert_eq!(code, Some(0), "{json}");
+    let shown: Vec<&str> = json
+        .lines()
+        .filter(|l| l.contains("\"detail\": \"flight recorder:"))
+        .collect();
+    assert_eq!(shown.len(), 1, "{json}");
+    assert!(
+        shown[0]
+            .contains("rank 13 on node2 stopped at all_reduce seq 18231; 15 ranks waited there"),
+        "{json}"
+    );
+    let (code, report) = lemon(&c, &db, &["report"]);
+    assert_eq!(code, Some(0), "{report}");
+    let fails = |node: &str| {
+        report
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{node} ")))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .map(str::to_string)
+    };
+    assert_eq!(
+        (fails("node1").as_deref(), fails("node2").as_deref()),
+        (Some("0"), Some("1")),
+        "{report}"
     );
 }

@@ -103,6 +103,23 @@ pub enum Body {
         entity: String,
         value: String,
     },
+    /// One rank's NCCL flight-recorder dump (issue 32), collected by the
+    /// epilog from the job's directory on this node: its summary, or why it
+    /// could not be read. The raw dump stays on the node.
+    FlightRecorder {
+        job_id: String,
+        /// The number ending the dump's file name; `None` when it had none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rank: Option<u32>,
+        /// `flight_recorder::RankSummary` as JSON. Untyped here so that the
+        /// export format stays below the crates that read user files; the
+        /// head node reads it back into that type.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<serde_json::Value>,
+        /// Why the dump gave no summary (a symlink, a hostile pickle...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 #[derive(Debug, Error)]
@@ -356,6 +373,33 @@ mod tests {
             "the good record after a bad severity counts"
         );
         assert!(errors[0].to_string().contains(":1:"), "{}", errors[0]);
+    }
+
+    #[test]
+    fn flight_recorder_records_round_trip_beside_old_kinds() {
+        let rec = Record {
+            seq: 9,
+            epoch: "e1".into(),
+            node: "node1".into(),
+            at: 1_700_000_000,
+            body: Body::FlightRecorder {
+                job_id: "7".into(),
+                rank: Some(13),
+                summary: Some(serde_json::json!({"rank": 13, "groups": {}})),
+                error: None,
+            },
+        };
+        let line = serde_json::to_string(&rec).unwrap();
+        assert!(line.contains(r#""kind":"flight_recorder""#), "{line}");
+        assert!(!line.contains("error"), "{line}");
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), rec);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node1.jsonl");
+        let old = r#"{"seq":1,"epoch":"e1","node":"node1","at":1700000000,"kind":"job_end","job_id":"7","exit_code":1}"#;
+        std::fs::write(&path, format!("{old}\n{line}\n")).unwrap();
+        let (records, errors) = read(&path).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(records.len(), 2);
     }
 
     #[test]

@@ -45,6 +45,10 @@ const LEMON: &[(&str, &str)] = &[
         include_str!("../migrations/lemon/0006_job_evidence.sql"),
     ),
     (
+        "0008_flight_recorder.sql",
+        include_str!("../migrations/lemon/0008_flight_recorder.sql"),
+    ),
+    (
         "0010_watch_detections.sql",
         include_str!("../migrations/lemon/0010_watch_detections.sql"),
     ),

@@ -71,7 +71,8 @@ impl Plugin {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
 
-    fn line(&self, args: &str) -> String {
+    /// The plugin's plugstack.conf line with `args`.
+    pub fn line(&self, args: &str) -> String {
         format!("required {} {args}", self.0.display())
             .trim_end()
             .to_string()

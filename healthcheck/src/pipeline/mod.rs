@@ -18,6 +18,7 @@ use crate::check::Check;
 use crate::exit_status::ExitStatus;
 use crate::export::{self, ExportError, Exported, Inventory};
 use crate::finding::worst;
+use crate::flight_recorder;
 use crate::hooks::{self, HookEvent};
 use crate::policy::{self, confirm, PolicyResult};
 use crate::record::{self, RunOptions, RunReport, UnknownCheck};
@@ -130,9 +131,9 @@ pub fn run(
     let opts = &request.run;
     let mut session =
         NodeSession::open(config.as_ref().unwrap_or(&Config::default()), request.store);
-    let job_body = match (&config, &request.job_record) {
-        (Ok(_), Some(job)) => Some(record_job(&mut session, job, opts.now)),
-        _ => None,
+    let job_bodies = match (&config, &request.job_record) {
+        (Ok(config), Some(job)) => job_bodies(config, &mut session, job, opts.now),
+        _ => Vec::new(),
     };
     let previous = session.previous_states();
     let checked = record::run_checks(&config, registry, opts, &previous, started)?;
@@ -159,7 +160,7 @@ pub fn run(
     }
     report.worst = worst(&report.findings);
     let (policy, exported) = match (&config, request.apply_policy) {
-        (Ok(config), true) => after_checks(config, request, &report, &mut session, job_body),
+        (Ok(config), true) => after_checks(config, request, &report, &mut session, job_bodies),
         (Err(_), true) => (PolicyResult::default(), Err(NotExported::ConfigError)),
         (_, false) => (PolicyResult::default(), Ok(Exported::default())),
     };
@@ -182,7 +183,7 @@ fn after_checks(
     request: &Request,
     report: &RunReport,
     session: &mut NodeSession,
-    job_body: Option<Body>,
+    job_bodies: Vec<Body>,
 ) -> (PolicyResult, Result<Exported, NotExported>) {
     let mut policy = policy::apply(config, report, request.dry_run, session);
     let repaired = repair::apply(
@@ -196,7 +197,7 @@ fn after_checks(
     policy.changes.extend(repaired.changes);
     policy.messages.extend(repaired.messages);
     run_hooks(config, request, report, &mut policy, session);
-    let mut bodies: Vec<Body> = job_body.into_iter().collect();
+    let mut bodies = job_bodies;
     bodies.extend(export::bodies_of_run(
         &with_policy(report.clone(), &policy),
         &policy.changes,
@@ -352,8 +353,28 @@ pub fn record_job_only(
     now: DateTime<Utc>,
 ) -> Result<Exported, NotExported> {
     let mut session = NodeSession::open(config, StoreUse::Record);
-    let body = record_job(&mut session, job, now);
-    export_with(config, &mut session, node, now, vec![body])
+    let bodies = job_bodies(config, &mut session, job, now);
+    export_with(config, &mut session, node, now, bodies)
+}
+
+/// The job's start or end record; at a job's end on a live node, also the
+/// summaries of its NCCL flight-recorder dumps (issue 32), and the raw
+/// dumps of jobs past `[store] flight_recorder_keep_days` pruned.
+fn job_bodies(
+    config: &Config,
+    session: &mut NodeSession,
+    job: &JobRecord,
+    now: DateTime<Utc>,
+) -> Vec<Body> {
+    let mut bodies = vec![record_job(session, job, now)];
+    if let (JobRecord::Ended { job_id, .. }, true) = (job, session.records()) {
+        bodies.extend(flight_recorder::collect(config, job_id));
+        let (_, problems) = flight_recorder::prune(config, Some(job_id), now.into());
+        for p in problems {
+            eprintln!("healthcheck: flight recorder: {p}");
+        }
+    }
+    bodies
 }
 
 /// Writes the job's start or end to the node database (best effort: the

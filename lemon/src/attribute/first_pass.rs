@@ -30,8 +30,13 @@ pub(super) fn first_pass(
     by_time: &mut ByTime,
     p: &AttributionParams,
 ) -> FirstPass {
-    if let Some(decided) = super::job_log::blame(run) {
-        return FirstPass::Done(decided);
+    match super::job_log::blame(run) {
+        // A hardware line that named no node: the trace may name it.
+        Some(unlocalized) if unlocalized.rule == Rule::JobLogUnlocalized => {
+            return FirstPass::Done(super::trace::blame(run).unwrap_or(unlocalized));
+        }
+        Some(decided) => return FirstPass::Done(decided),
+        None => {}
     }
     if let [node] = run.nodes[..] {
         let found = by_time.node_evidence(&run.nodes, run.end);
@@ -62,11 +67,14 @@ pub(super) fn first_pass(
             let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
             return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
         }
-        return FirstPass::Weigh;
+        return super::trace::blame(run).map_or(FirstPass::Weigh, FirstPass::Done);
     }
     if let Some((node, m, rule)) = by_time.node_evidence(&run.nodes, run.end) {
         let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
         return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
+    }
+    if let Some(traced) = super::trace::blame(run) {
+        return FirstPass::Done(traced);
     }
     if run.state == JobState::NodeFail {
         // The node that died records no task exit: the first one recorded

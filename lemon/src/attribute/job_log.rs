@@ -152,6 +152,7 @@ mod tests {
                 kind,
                 evidence: "line".into(),
             }),
+            trace: None,
         }
     }
 

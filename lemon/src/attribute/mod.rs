@@ -67,6 +67,7 @@ mod evidence;
 mod first_pass;
 mod hazards;
 pub mod job_log;
+pub mod trace;
 mod users;
 
 pub use evidence::{category_of_code, known_category, Evidence, Mark};
@@ -110,6 +111,8 @@ pub struct FailedRun {
     pub nodes: Vec<i64>,
     /// What the run's own logs said, when ingest read them (issue 36).
     pub log: Option<job_log::LogVerdict>,
+    /// The node its flight-recorder dumps point at (issue 32).
+    pub trace: Option<trace::TraceVerdict>,
 }
 
 impl FailedRun {
@@ -169,6 +172,9 @@ pub enum Rule {
     /// The run's log shows a hardware failure on a node it does not name:
     /// hardware for the reliability report, blamed on no node.
     JobLogUnlocalized,
+    /// The run's flight-recorder dumps localize a hang or a straggler to
+    /// the node (issue 32): a hardware suspicion, weaker than a log line.
+    Trace,
 }
 
 impl Rule {
@@ -199,6 +205,7 @@ impl Rule {
             Rule::JobLog => "job_log",
             Rule::JobLogUser => "job_log_user",
             Rule::JobLogUnlocalized => "job_log_unlocalized",
+            Rule::Trace => "trace",
         }
     }
 }

@@ -26,6 +26,7 @@ fn run(nodes: &[i64], exit: &str) -> FailedRun {
         exit_signal: signal.parse().ok(),
         nodes: nodes.to_vec(),
         log: None,
+        trace: None,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod node_events;
 pub mod reliability;
 pub mod spool;
 pub mod tickets;
+pub mod traces;
 
 pub use decisions::{active_lemons, releases};
 pub use jobs::{

@@ -83,6 +83,9 @@ pub fn ingest_records(
             if new == 1 && f.kind == "state_change" && f.code == Some(HANDED_OVER) {
                 super::tickets::open_for_hand_over(&tx, rec_node, r.at, f.detail.unwrap_or(""))?;
             }
+            if new == 1 {
+                store_trace(&tx, rec_node, r)?;
+            }
         }
     }
     if let Some((epoch, seq)) = last {
@@ -90,6 +93,32 @@ pub fn ingest_records(
     }
     tx.commit()?;
     Ok(inserted)
+}
+
+/// Keeps a flight-recorder summary (issue 32) beside its `health` row,
+/// which holds only the job, the rank and the error.
+fn store_trace(conn: &Connection, node: i64, r: &Record) -> Result<()> {
+    let Body::FlightRecorder {
+        job_id,
+        rank,
+        summary,
+        error,
+    } = &r.body
+    else {
+        return Ok(());
+    };
+    let summary = summary.as_ref().map(|v| v.to_string());
+    db::traces::store(
+        conn,
+        &db::traces::NewTrace {
+            job_id,
+            node,
+            rank: *rank,
+            at: r.at,
+            summary: summary.as_deref(),
+            error: error.as_deref(),
+        },
+    )
 }
 
 /// The state change of a node's remediation handing the node to a human
@@ -180,6 +209,18 @@ impl<'a> Flat<'a> {
                 check: Some(check),
                 entity: Some(entity),
                 detail: Some(value),
+                ..Flat::default()
+            },
+            Body::FlightRecorder {
+                job_id,
+                rank,
+                error,
+                ..
+            } => Flat {
+                kind: "flight_recorder",
+                job_id: Some(job_id),
+                task_id: *rank,
+                detail: error.as_deref(),
                 ..Flat::default()
             },
         }
