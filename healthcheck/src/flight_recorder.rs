@@ -15,7 +15,7 @@ use lemonade_config::Config;
 use lemonade_spool::Body;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// PyTorch names each dump `<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>`; the
 /// plugin sets the prefix to `<dir>/nccl_trace_rank_`.
@@ -28,6 +28,11 @@ pub const MAX_DUMPS: usize = 64;
 /// Each exported summary keeps the newest collectives of each group: the
 /// hang needs only the last ones, the straggler test a few dozen.
 pub const EXPORT_COLLECTIVES: usize = 64;
+
+/// The time all of a job's dumps may take together. The epilog runs under
+/// slurmd's watchdog: 64 dumps on a hung mount at a per-dump limit alone
+/// would hold it for minutes, and a killed epilog loses the whole export.
+pub const COLLECT_BUDGET: Duration = Duration::from_secs(10);
 
 /// The export records for job `job_id`'s dumps on this node: one per dump,
 /// with its summary or why it could not be read. None when the job wrote
@@ -63,10 +68,21 @@ pub fn collect(config: &Config, job_id: &str) -> Vec<Body> {
         out.push(failed(job_id, None, problem));
         names.truncate(MAX_DUMPS);
     }
-    let limits = ReadLimits::default();
+    let deadline = Instant::now() + COLLECT_BUDGET;
     for name in names {
         let path = dir.join(&name);
         let rank = flight_recorder::rank_from_file_name(&path);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let problem = format!(
+                "{}: not read: the collection's time was spent",
+                path.display()
+            );
+            out.push(failed(job_id, rank, problem));
+            continue;
+        }
+        let mut limits = ReadLimits::default();
+        limits.timeout = limits.timeout.min(left);
         out.push(match read_dump(&path, owner, &limits) {
             Ok(summary) => summarized(job_id, trimmed(summary, EXPORT_COLLECTIVES)),
             Err(e) => failed(job_id, rank, e.to_string()),
