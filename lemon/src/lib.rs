@@ -13,6 +13,7 @@ pub mod attribute;
 pub mod cli;
 pub mod db;
 pub mod decide;
+pub mod drift;
 pub mod error;
 pub mod fast_hash;
 pub mod ingest;
