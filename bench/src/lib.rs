@@ -102,3 +102,23 @@ pub fn release_bin(name: &str) -> PathBuf {
     );
     path
 }
+
+/// CPU time (user + system) of every waited-for child so far: the
+/// difference across [`repeat`], divided by its runs plus the warm-up, is
+/// the CPU a run costs, which a loaded machine inflates far less than the
+/// wall time.
+pub fn children_cpu() -> Duration {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage with a valid out-pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// [`repeat`], also returning the mean CPU time of a run.
+pub fn repeat_cpu(runs: usize, make: impl FnMut() -> Command) -> (Summary, Duration) {
+    let before = children_cpu();
+    let summary = repeat(runs, make);
+    let cpu = children_cpu().saturating_sub(before) / (runs as u32 + 1);
+    (summary, cpu)
+}

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// The checks that need no NVML (the GPU checks have their own fake-NVML tests).
-const HOST_CHECKS: &str = "xid,pcie,ib,mounts,memory,cpus,block,services,firmware";
+/// `versions` reads only its files here: NVML cannot be opened.
+const HOST_CHECKS: &str =
+    "xid,pcie,ib,mounts,memory,cpus,block,services,firmware,modules,fabric,versions";
 /// 2026-11-20T12:00Z: two hours after the fixture logs' XIDs.
 const NOW: &str = "1763640000";
 
@@ -132,6 +134,89 @@ fn the_baseline_prints_sections_without_hosts() {
     assert_eq!(
         config.checks.services.expected,
         ["munged", "slurmd", "sssd", "nvidia-persistenced"]
+    );
+}
+
+#[test]
+fn the_baseline_pins_the_versions_modules_and_fabric_of_the_good_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let node = fixture::node("healthy");
+    node.write("/sys/module/nvidia/version", "550.54.15\n");
+    let out = healthcheck(&empty, node.root(), &["baseline"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let config = lemonade_config::load_str(&text, Path::new("baseline.toml"), Some("gpu001"))
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let e = &config.expect;
+    assert_eq!(e.driver.as_deref(), Some("550.54.15"), "{text}");
+    assert_eq!(e.kernel.as_deref(), Some("5.15.0-105-generic"));
+    assert_eq!(e.cuda_toolkit.as_deref(), Some("12.4.1"));
+    assert_eq!(e.nccl.as_deref(), Some("2.21.5"));
+    // The GPU and RDMA modules the node has loaded; not nvme or nvidia_drm.
+    let required = config.checks.modules.required.clone().unwrap_or_default();
+    assert_eq!(
+        required,
+        [
+            "nvidia",
+            "nvidia_uvm",
+            "nvidia_peermem",
+            "mlx5_core",
+            "mlx5_ib",
+            "ib_core",
+            "ib_uverbs",
+            "rdma_ucm"
+        ]
+    );
+    assert_eq!(config.checks.fabric.nvswitch, Some(false));
+
+    // Fed back: the node as it is passes; another kernel, or peermem
+    // unloaded, is caught.
+    let config_path = dir.path().join("lemonade.toml");
+    let store = dir.path().join("node.db");
+    std::fs::write(
+        &config_path,
+        format!("[store]\npath = \"{}\"\n{text}", store.display()),
+    )
+    .unwrap();
+    let codes = |node: &fixture::FixtureNode| {
+        let out = healthcheck(
+            &config_path,
+            node.root(),
+            &[
+                "run",
+                "--checks",
+                "modules,versions",
+                "--now",
+                NOW,
+                "--no-record",
+                "--format",
+                "json",
+            ],
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = codes(&node);
+    assert_eq!(code, Some(0), "{out}");
+    node.write("/proc/sys/kernel/osrelease", "6.8.0-45-generic\n");
+    let (code, out) = codes(&node);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("VERSION_MISMATCH"), "{out}");
+    let modules = std::fs::read_to_string(node.root().join("proc/modules")).unwrap();
+    let without: String = modules
+        .lines()
+        .filter(|l| !l.starts_with("nvidia_peermem "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    node.write("/proc/modules", &without);
+    let (code, out) = codes(&node);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("MODULE_MISSING") && out.contains("nvidia_peermem"),
+        "{out}"
     );
 }
 

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod db;
 pub mod decide;
 pub mod document;
+pub mod drift;
 pub mod error;
 pub mod fast_hash;
 pub mod ingest;

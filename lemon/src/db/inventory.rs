@@ -42,3 +42,29 @@ pub fn firmware_versions(
     }
     Ok(out)
 }
+
+/// Every node's latest inventory, node to `check/entity` to value: the
+/// drift report's input (`crate::drift::from_inventory`).
+pub fn latest_inventory(conn: &Connection) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+    // One pass over the partial index; the bare columns beside max() are the
+    // latest record's.
+    let mut stmt = conn.prepare(
+        "SELECT n.name, h.check_name || '/' || h.entity, h.detail, max(h.at)
+         FROM health h JOIN nodes n ON n.id = h.node
+         WHERE h.kind = 'inventory'
+         GROUP BY h.node, h.check_name, h.entity",
+    )?;
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+        ))
+    })?;
+    for row in rows {
+        let (node, item, value) = row?;
+        out.entry(node).or_default().insert(item, value);
+    }
+    Ok(out)
+}

@@ -2,7 +2,9 @@
 //! node's drift report (issue 34): the kernel, the NVIDIA driver, the CUDA
 //! version the driver supports and the CUDA toolkit, NCCL where installed,
 //! and each GPU's GSP firmware. The `firmware` check already reports BIOS and
-//! HCA firmware, and the `gpu` check each GPU's VBIOS.
+//! HCA firmware, and the `gpu` check each GPU's VBIOS. `sku` (each GPU
+//! model and its count) is not a version but the drift report's grouping:
+//! nodes are compared with others of their SKU.
 //!
 //! Every version is a finding with the version in `actual`: ok, or
 //! `VERSION_MISMATCH` where `[expect]` pins another; the export's inventory
@@ -85,20 +87,58 @@ fn from_nvml(nvml: &Nvml) -> Vec<(String, Option<String>)> {
                 .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
         ),
     ];
-    let gsp = session::per_gpu(nvml, |d| Ok(d.gsp_firmware_version().ok()));
-    for gpu in gsp.unwrap_or_default() {
-        out.push((
-            format!("{}/gsp", gpu.id.entity()),
-            gpu.reading.ok().flatten(),
-        ));
+    let gpus = session::per_gpu(nvml, |d| Ok((d.gsp_firmware_version().ok(), d.name().ok())))
+        .unwrap_or_default();
+    let mut names = Vec::new();
+    for gpu in gpus {
+        let (gsp, name) = gpu.reading.unwrap_or_default();
+        out.push((format!("{}/gsp", gpu.id.entity()), gsp));
+        names.push(name);
     }
+    out.push(("sku".to_string(), sku(&names)));
     out
+}
+
+/// Pure: the node's SKU for the head node's drift report, from each GPU's
+/// model name: `8x NVIDIA H100 80GB HBM3`, or `4x A + 4x B` when mixed.
+/// `None` without GPUs or when a name is unreadable: a partial count would
+/// put the node in a SKU of its own (the `gpu` check reports a lost GPU).
+pub fn sku(names: &[Option<String>]) -> Option<String> {
+    let mut counts = std::collections::BTreeMap::new();
+    for name in names {
+        *counts.entry(name.as_deref()?.trim()).or_insert(0usize) += 1;
+    }
+    if counts.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = counts.iter().map(|(n, c)| format!("{c}x {n}")).collect();
+    Some(parts.join(" + "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use lemonade_config::Severity;
+
+    #[test]
+    fn the_sku_is_the_count_of_each_gpu_model_and_none_if_a_name_is_missing() {
+        let h100 = Some("NVIDIA H100 80GB HBM3".to_string());
+        assert_eq!(
+            sku(&vec![h100.clone(); 8]).as_deref(),
+            Some("8x NVIDIA H100 80GB HBM3")
+        );
+        let mixed = [
+            h100.clone(),
+            Some("NVIDIA A100-SXM4-80GB".into()),
+            h100.clone(),
+        ];
+        assert_eq!(
+            sku(&mixed).as_deref(),
+            Some("1x NVIDIA A100-SXM4-80GB + 2x NVIDIA H100 80GB HBM3")
+        );
+        assert_eq!(sku(&[h100, None]), None);
+        assert_eq!(sku(&[]), None);
+    }
 
     #[test]
     fn a_version_other_than_its_pin_is_a_mismatch_and_unpinned_ones_are_ok() {

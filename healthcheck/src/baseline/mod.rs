@@ -4,7 +4,11 @@
 //! [`read`] gathers through the checks' own sysfs/procfs readers (so the
 //! baseline sees what the checks will see); [`Baseline::to_toml`] renders it,
 //! as top-level sections or, with a hostlist, as one `[[node]]` block.
-//! GPU driver and VBIOS versions need NVML and stay the `gpu` check's to compare.
+//! [`pins`] adds the versions (`[expect]`), the required kernel modules and
+//! the NVSwitch fabric; VBIOS, GSP and the CUDA version the driver supports
+//! need NVML and stay unpinned (the head node's drift report compares them).
+
+pub mod pins;
 
 use crate::check::CheckError;
 use crate::checks::{block, cpus, firmware, gpu, ib, memory, mounts, pcie, services};
@@ -73,6 +77,7 @@ pub struct Baseline {
     pub bios_version: Option<String>,
     pub board_name: Option<String>,
     pub hca_fw_ver: Option<String>,
+    pub pins: pins::Pins,
 }
 
 /// The functions of one vendor and class, with the slowest and narrowest link among them.
@@ -175,6 +180,7 @@ pub fn read(root: &NodeRoot) -> Result<Baseline, CheckError> {
             baseline.hca_fw_ver = Some(first.fw_ver.clone());
         }
     }
+    baseline.pins = pins::read(root)?;
     Ok(baseline)
 }
 
@@ -247,6 +253,8 @@ impl Baseline {
             ("block", self.block_entries()),
             ("services", vec![("expected", strings(&self.services))]),
             ("firmware", self.firmware_entries()),
+            ("modules", self.pins.modules_entries()),
+            ("fabric", self.pins.fabric_entries()),
         ];
         sections
             .into_iter()
@@ -335,18 +343,22 @@ impl Baseline {
         .collect()
     }
 
-    /// The config text: `[checks.*]` sections, or with `hosts` one `[[node]]`
-    /// block that applies them to those nodes only.
+    /// The config text: `[checks.*]` sections and `[expect]`, or with `hosts`
+    /// one `[[node]]` block that applies them to those nodes only.
     pub fn to_toml(&self, hosts: Option<&str>) -> String {
+        let mut sections = Table::new();
+        sections.insert("checks".into(), Value::Table(self.checks()));
+        let expect = self.pins.expect();
+        if !expect.is_empty() {
+            sections.insert("expect".into(), Value::Table(expect));
+        }
         let mut top = Table::new();
         match hosts {
-            None => {
-                top.insert("checks".into(), Value::Table(self.checks()));
-            }
+            None => top = sections,
             Some(hosts) => {
                 let mut node = Table::new();
                 node.insert("hosts".into(), Value::String(hosts.to_string()));
-                node.insert("checks".into(), Value::Table(self.checks()));
+                node.extend(sections);
                 top.insert("node".into(), Value::Array(vec![Value::Table(node)]));
             }
         }
@@ -390,6 +402,14 @@ mod tests {
             bios_version: Some("1.6.7".into()),
             board_name: None,
             hca_fw_ver: Some("28.39.1002".into()),
+            pins: pins::Pins {
+                driver: Some("550.54.15".into()),
+                kernel: Some("5.15.0-105-generic".into()),
+                cuda_toolkit: None,
+                nccl: Some("2.21.5".into()),
+                modules: vec!["nvidia".into(), "nvidia_peermem".into()],
+                nvswitch: true,
+            },
         }
     }
 
@@ -418,6 +438,18 @@ mod tests {
         assert_eq!(c.block.nvme_min_size_gb, Some(3840.0));
         assert_eq!(c.services.expected, ["munged"]);
         assert_eq!(c.firmware.board_name, None);
+        assert_eq!(
+            c.modules.required.as_deref(),
+            Some(&["nvidia".to_string(), "nvidia_peermem".to_string()][..])
+        );
+        assert_eq!(c.fabric.nvswitch, Some(true));
+        let e = &config.expect;
+        assert_eq!(e.driver.as_deref(), Some("550.54.15"));
+        assert_eq!(e.kernel.as_deref(), Some("5.15.0-105-generic"));
+        assert_eq!(
+            (e.cuda_toolkit.as_deref(), e.nccl.as_deref()),
+            (None, Some("2.21.5"))
+        );
     }
 
     #[test]
@@ -425,6 +457,8 @@ mod tests {
         let text = sample().to_toml(Some("gpu[001-128]"));
         let load = |node| lemonade_config::load_str(&text, "b.toml".as_ref(), Some(node)).unwrap();
         assert_eq!(load("gpu017").checks.cpus.expected_online, Some(224));
+        assert_eq!(load("gpu017").expect.driver.as_deref(), Some("550.54.15"));
         assert_eq!(load("cpu001").checks.cpus.expected_online, None);
+        assert_eq!(load("cpu001").expect.driver, None);
     }
 }
