@@ -233,6 +233,7 @@ fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
         )
         .with_firmware(&conn)?
         .with_watch_detections(&conn)?
+        .with_drift(&conn)?
         .render(args.format)
     };
     emit(args.reliability_args.output.as_deref(), &out)?;

@@ -23,9 +23,9 @@
 //!   which one is odd is unknowable (as the firmware check does for HCAs).
 //! * A SKU with one node has nothing to differ from and is left out.
 
+use crate::document::{Paragraph, Section, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 /// The SKU of nodes that exported neither a SKU, a board name nor a VBIOS.
 pub const UNKNOWN_SKU: &str = "unknown SKU";
@@ -283,81 +283,43 @@ fn key_label(key: &str) -> String {
     }
 }
 
-fn majority_text(key: &KeyDrift) -> String {
-    match &key.majority {
-        Majority::Value(v) => format!("{} of the SKU run {v}", key.majority_nodes),
-        Majority::NotReported => format!("{} of the SKU report none", key.majority_nodes),
-        Majority::Tie => format!("{TIE}, {} nodes each", key.majority_nodes),
-    }
-}
-
-/// Pure: the report as plain text, one block per SKU.
-pub fn text(report: &DriftReport) -> String {
-    let mut out = String::new();
+/// `lemon report`'s section: one row per differing node and key, or a
+/// line saying how many nodes agreed.
+pub fn section(report: &DriftReport) -> Section<'static> {
+    let section = Section::new("Version drift (nodes that differ from their SKU)");
     if report.is_empty() {
-        let _ = writeln!(
-            out,
-            "Version drift: none ({} nodes compared within their SKU).",
-            report.nodes
-        );
-        return out;
-    }
-    let _ = writeln!(out, "Version drift (nodes that differ from their SKU):");
-    for sku in &report.skus {
-        let _ = writeln!(out, "  {} ({} nodes)", sku.sku, sku.nodes);
-        for key in &sku.keys {
-            let _ = writeln!(out, "    {}: {}", key_label(&key.key), majority_text(key));
-            for d in &key.differing {
-                let value = d.value.as_deref().unwrap_or(NOT_REPORTED);
-                let _ = writeln!(out, "      {:<16} {value}", d.node);
-            }
-        }
-    }
-    out
-}
-
-/// Pure: the report as a Markdown section with one table.
-pub fn markdown(report: &DriftReport) -> String {
-    let mut out = String::from("## Version drift\n\n");
-    if report.is_empty() {
-        let _ = writeln!(
-            out,
+        return section.with(Paragraph::plain(format!(
             "None: {} nodes compared within their SKU.",
             report.nodes
-        );
-        return out;
+        )));
     }
-    out.push_str("| SKU | version | node | runs | most of the SKU |\n");
-    out.push_str("|---|---|---|---|---|\n");
-    for r in rows(report) {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} |",
-            cell(&r.sku),
-            cell(&key_label(&r.key)),
-            cell(&r.node),
-            cell(&r.value),
-            cell(&r.majority)
+    let table = Table::new("drift")
+        .left("SKU", 0)
+        .left("version", 0)
+        .left("node", 0)
+        .left("runs", 0)
+        .left("most of the SKU", 0)
+        .rows(
+            rows(report)
+                .into_iter()
+                .map(|r| [r.sku, key_label(&r.key), r.node, r.value, r.majority]),
         );
-    }
-    out
-}
-
-/// A value from a node, safe in a Markdown table cell.
-fn cell(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '|' => "\\|".to_string(),
-            '\n' | '\r' => " ".to_string(),
-            '`' | '*' | '_' | '<' | '>' | '[' | ']' => format!("\\{c}"),
-            c => c.to_string(),
-        })
-        .collect()
+    section.with(table)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The report's section as text, through the model's text renderer.
+    fn text(report: &DriftReport) -> String {
+        let doc = crate::document::Document {
+            title: "t".into(),
+            preamble: Vec::new(),
+            sections: vec![section(report)],
+        };
+        crate::document::text::render(&doc)
+    }
 
     fn node(name: &str, sku: &str, versions: &[(&str, &str)]) -> NodeVersions {
         NodeVersions {
@@ -405,7 +367,7 @@ mod tests {
         let report = analyse(&nodes);
         assert!(report.is_empty());
         assert_eq!(report.nodes, 5);
-        assert!(text(&report).contains("none (5 nodes"));
+        assert!(text(&report).contains("None: 5 nodes compared"));
     }
 
     #[test]
@@ -418,7 +380,13 @@ mod tests {
         assert_eq!(key.majority, Majority::Tie);
         let listed: Vec<_> = key.differing.iter().map(|d| d.node.as_str()).collect();
         assert_eq!(listed, ["n1", "n2"]);
-        assert!(text(&analyse(&nodes)).contains("gpu0 vbios: no majority (tie), 1 nodes each"));
+        let text = text(&analyse(&nodes));
+        let rows = text.lines().filter(|l| l.contains("gpu0 vbios"));
+        assert_eq!(
+            rows.filter(|l| l.contains("no majority (tie)")).count(),
+            2,
+            "{text}"
+        );
     }
 
     #[test]
@@ -482,18 +450,5 @@ mod tests {
         assert!(!NodeVersions::of("n1", &full)
             .versions
             .contains_key("versions/sku"));
-    }
-
-    #[test]
-    fn markdown_cells_cannot_break_the_table() {
-        let nodes = [
-            node("n1", H100, &[("versions/kernel", "5.15|<b>x</b>\nrow")]),
-            node("n2", H100, &[("versions/kernel", "5.15")]),
-            node("n3", H100, &[("versions/kernel", "5.15")]),
-        ];
-        let md = markdown(&analyse(&nodes));
-        let row = md.lines().last().unwrap();
-        assert_eq!(row.matches(" | ").count(), 4, "{row}");
-        assert!(row.contains("5.15\\|\\<b\\>x\\</b\\> row"), "{row}");
     }
 }

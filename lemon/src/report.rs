@@ -59,6 +59,9 @@ pub struct Report<'a> {
     pub firmware: BTreeMap<String, Vec<Version>>,
     /// `lemon watch --live`'s newest detections (issue 33).
     pub watch_detections: Vec<db::detections::DetectionRow>,
+    /// The nodes whose versions differ from their SKU's (issue 34).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::drift::DriftReport>,
 }
 
 impl<'a> Report<'a> {
@@ -98,7 +101,15 @@ impl<'a> Report<'a> {
             decisions,
             firmware: BTreeMap::new(),
             watch_detections: Vec::new(),
+            drift: None,
         }
+    }
+
+    /// Adds the version drift within each SKU, from the inventory in `conn`.
+    pub fn with_drift(mut self, conn: &Connection) -> Result<Self> {
+        let inventory = db::inventory::latest_inventory(conn)?;
+        self.drift = Some(crate::drift::from_inventory(&inventory));
+        Ok(self)
     }
 
     /// Adds `lemon watch --live`'s newest detections from `conn`.
@@ -156,6 +167,7 @@ impl<'a> Report<'a> {
         if !self.watch_detections.is_empty() {
             sections.push(crate::watch::report::section(&self.watch_detections));
         }
+        sections.extend(self.drift.as_ref().map(crate::drift::section));
         Document {
             title: "Lemon report".into(),
             preamble: self.preamble(),

@@ -2,6 +2,7 @@
 //! inventory records, lemon.db keeps the latest of each, and the drift
 //! report lists, per SKU, the nodes that differ from the majority.
 
+use lemon::document::{self, Document};
 use lemon::drift::{self, Majority};
 use lemon::{db, ingest};
 use lemonade_spool::{Body, Record};
@@ -98,16 +99,19 @@ fn the_node_of_a_sku_on_another_driver_is_listed_with_both_versions() {
         ),
         ("gpu002", "550.90.07", "550.54.15")
     );
-    let text = drift::text(&report);
+    let doc = Document {
+        title: "Lemon report".into(),
+        preamble: Vec::new(),
+        sections: vec![drift::section(&report)],
+    };
+    let text = document::text::render(&doc);
+    assert!(text.contains(H100) && text.contains("550.54.15"), "{text}");
+    let row = text.lines().find(|l| l.contains("gpu002")).unwrap();
     assert!(
-        text.contains(H100) && text.contains("driver: 2 of the SKU run 550.54.15"),
+        row.contains("driver") && row.contains("550.90.07") && row.contains("550.54.15"),
         "{text}"
     );
-    assert!(
-        text.contains("gpu002") && text.contains("550.90.07"),
-        "{text}"
-    );
-    let md = drift::markdown(&report);
+    let md = document::markdown::render(&doc);
     assert!(
         md.contains("| driver | gpu002 | 550.90.07 | 550.54.15 |"),
         "{md}"

@@ -42,14 +42,14 @@ fn blocks(o: &mut String, blocks: &[Block<'_>]) {
     }
 }
 
-/// Spans with their markup; in a table cell, `|` is escaped.
+/// Spans with their markup; in a table cell, escaped by [`cell`].
 fn spans(spans: &[Span], in_table: bool) -> String {
     spans.iter().map(|s| span(s, in_table)).collect()
 }
 
 fn span(s: &Span, in_table: bool) -> String {
     let text = if in_table {
-        s.plain().replace('|', "\\|")
+        cell(s.plain())
     } else {
         s.plain().to_string()
     };
@@ -59,6 +59,24 @@ fn span(s: &Span, in_table: bool) -> String {
         Span::Emphasis(_) => format!("*{text}*"),
         Span::Code(_) => format!("`{text}`"),
     }
+}
+
+/// A table cell's text, which may come from a node or a user's job log:
+/// a `|` or a line break would end the cell or the row, and `<`, `[` and
+/// a backtick would make HTML, a link or code of it.
+fn cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' => out.push(' '),
+            '|' | '<' | '>' | '[' | ']' | '`' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn list(o: &mut String, items: &[Item], indent: &str) {
@@ -115,5 +133,19 @@ mod tests {
             render(&doc),
             "# T\n\np\n\n## S\n\n| a | b |\n|---|---|\n| **x\\|y** | |\n\n* `n`\n  * c\n"
         );
+    }
+
+    #[test]
+    fn a_cell_from_a_node_or_a_log_cannot_break_the_table_or_make_html_or_links() {
+        let mut table = Table::new("t").left("a", 0).left("b", 0);
+        table.row(["5.15|<b>x</b>\nrow [l](u)", "ok"]);
+        let doc = Document {
+            title: "T".into(),
+            preamble: Vec::new(),
+            sections: vec![Section::new("S").with(table)],
+        };
+        let out = render(&doc);
+        let row = out.lines().find(|l| l.contains("5.15")).unwrap();
+        assert_eq!(row, "| 5.15\\|\\<b\\>x\\</b\\> row \\[l\\](u) | ok |");
     }
 }
