@@ -172,7 +172,21 @@ pub fn export(
     at: i64,
     bodies: Vec<Body>,
 ) -> Result<Exported, ExportError> {
-    export_rotating(config, store, node, at, bodies, ROTATION)
+    export_rotating(config, store, node, at, bodies, &[], ROTATION)
+}
+
+/// As [`export`], for the node sampler: also drops from the node's file
+/// the sample chunks of `ended_jobs` (jobs that ended a while ago, so the
+/// head node has read them), rewriting it even when `bodies` is empty.
+pub fn export_samples(
+    config: &Config,
+    store: &NodeStore,
+    node: &str,
+    at: i64,
+    bodies: Vec<Body>,
+    ended_jobs: &[String],
+) -> Result<Exported, ExportError> {
+    export_rotating(config, store, node, at, bodies, ended_jobs, ROTATION)
 }
 
 fn export_rotating(
@@ -181,6 +195,7 @@ fn export_rotating(
     node: &str,
     at: i64,
     bodies: Vec<Body>,
+    ended_jobs: &[String],
     rotation: Rotation,
 ) -> Result<Exported, ExportError> {
     let Some(dir) = &config.spool.dir else {
@@ -204,7 +219,8 @@ fn export_rotating(
     }
     let mut timed: Vec<(i64, Body)> = bodies.into_iter().map(|b| (at, b)).collect();
     timed.extend(read.exits.into_iter().map(|e| (e.at, task_exit_body(e))));
-    if timed.is_empty() && offset == state.task_exits_offset && set_aside.is_empty() {
+    let quiet = offset == state.task_exits_offset && set_aside.is_empty();
+    if timed.is_empty() && quiet && ended_jobs.is_empty() {
         return Ok(Exported {
             records: 0,
             malformed,
@@ -221,8 +237,11 @@ fn export_rotating(
             body,
         })
         .collect();
-    if !records.is_empty() {
-        lemonade_spool::write(dir, node, &records, config.spool.max_bytes)?;
+    if !records.is_empty() || !ended_jobs.is_empty() {
+        let ended = |line: &[u8]| {
+            spool::samples_job_of(line).is_some_and(|job| ended_jobs.iter().any(|e| e == job))
+        };
+        spool::write_dropping(dir, node, &records, config.spool.max_bytes, ended)?;
     }
     state.next_seq += records.len() as u64;
     state.exported_until = at;
@@ -467,7 +486,7 @@ mod tests {
         bodies: Vec<Body>,
         rotation: Rotation,
     ) -> Result<Exported, ExportError> {
-        super::export_rotating(config, &store(config), node, at, bodies, rotation)
+        super::export_rotating(config, &store(config), node, at, bodies, &[], rotation)
     }
 
     #[test]

@@ -44,6 +44,11 @@ const LEMON: &[(&str, &str)] = &[
         "0006_job_evidence.sql",
         include_str!("../migrations/lemon/0006_job_evidence.sql"),
     ),
+    // 0007 and 0008 are other branches' (merged in number order).
+    (
+        "0009_samples.sql",
+        include_str!("../migrations/lemon/0009_samples.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {
