@@ -88,7 +88,7 @@ pub struct SampleArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=360))]
     pub flush_every: u32,
     /// Seconds after a job's end before its chunks leave the node's export file.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 3600)]
     pub prune_after: u64,
     /// Stop after this many rounds (and export what is pending); default: until SIGTERM.
     #[arg(long)]

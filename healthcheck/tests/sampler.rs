@@ -169,7 +169,7 @@ fn a_running_jobs_samples_reach_the_spool_in_chunks_and_leave_it_after_the_job_e
     );
     assert!(at(now + 10).any(|(_, m, v)| m == "ib_tx" && *v == 8e9));
 
-    // The job ends; ten minutes later its chunks leave the node's file.
+    // The job ends; an hour later its chunks leave the node's file.
     node_jobs::job_ended(s.connection(), s.path(), "7", now + 15, Some(0), None).unwrap();
     service.step(now + 20, 20.0).unwrap();
     assert_eq!(service.step(now + 30, 30.0).unwrap().exported, None);
@@ -178,8 +178,8 @@ fn a_running_jobs_samples_reach_the_spool_in_chunks_and_leave_it_after_the_job_e
         1,
         "kept while the head may not have read it"
     );
-    service.step(now + 620, 620.0).unwrap();
-    assert_eq!(service.step(now + 630, 630.0).unwrap().exported, Some(0));
+    service.step(now + 3620, 3620.0).unwrap();
+    assert_eq!(service.step(now + 3630, 3630.0).unwrap().exported, Some(0));
     assert!(spool_records(&config).is_empty());
 }
 
@@ -235,4 +235,27 @@ fn the_sample_command_runs_rounds_and_exports_what_is_pending() {
         samples.iter().any(|(_, m, _)| m == "ib_tx"),
         "a rate by round two"
     );
+}
+
+#[test]
+fn a_long_jobs_old_chunks_leave_the_nodes_file_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = node(dir.path());
+    let s = store(&config);
+    let now = 1_800_000_000;
+    node_jobs::job_started(s.connection(), s.path(), "7", None, now - 60).unwrap();
+    let settings = Settings {
+        flush_every: 1,
+        keep_chunks: Duration::from_secs(25),
+        ..Settings::default()
+    };
+    let sampler = Sampler::new(NodeRoot::new(dir.path().join("root")), None);
+    let mut service = Service::new(config.clone(), "node1".into(), settings, sampler);
+    for round in 0..6 {
+        service.step(now + 10 * round, 10.0 * round as f64).unwrap();
+    }
+    // Chunks of now+30, +40, +50 are within 25 s of the last write; the
+    // one of now+25 would be too, and there is none.
+    let times: Vec<i64> = spool_records(&config).iter().map(|r| r.at - now).collect();
+    assert_eq!(times, [30, 40, 50]);
 }

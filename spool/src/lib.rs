@@ -113,21 +113,37 @@ pub enum Body {
     },
 }
 
-/// The job of a `samples` line, read without parsing the line: the sampler
-/// drops the chunks of ended jobs from the node's file on every write, and a
-/// full parse of an 8 MiB file every ten seconds would cost more than the
-/// sampling. Relies on serde writing the record's fields in their order.
-pub fn samples_job_of(line: &[u8]) -> Option<&str> {
+/// The time (`at`) and job of a `samples` line, read without parsing the
+/// line: the sampler drops old chunks and those of ended jobs from the
+/// node's file on every write, and a full parse of a large file every
+/// thirty seconds would cost more than the sampling. Relies on serde
+/// writing the record's fields in their order (`seq`, `epoch`, `node`,
+/// `at`, then the body's `kind` and `job_id`).
+pub fn samples_chunk_of(line: &[u8]) -> Option<(i64, &str)> {
     const KEY: &[u8] = br#","kind":"samples","job_id":""#;
     // The kind follows seq, epoch, node and at: within the line's head.
     let head = &line[..line.len().min(HEAD_BYTES)];
-    let start = memchr_find(head, KEY)? + KEY.len();
-    let rest = &line[start..];
+    let key_at = memchr_find(head, KEY)?;
+    let before = &line[..key_at];
+    let digits = before
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit() || **b == b'-')
+        .count();
+    let number_at = key_at - digits;
+    if !before[..number_at].ends_with(br#""at":"#) {
+        return None;
+    }
+    let at = std::str::from_utf8(&before[number_at..])
+        .ok()?
+        .parse()
+        .ok()?;
+    let rest = &line[key_at + KEY.len()..];
     let end = rest.iter().position(|b| *b == b'"')?;
-    std::str::from_utf8(&rest[..end]).ok()
+    Some((at, std::str::from_utf8(&rest[..end]).ok()?))
 }
 
-/// How far into a line [`samples_job_of`] looks for the kind: past a long
+/// How far into a line [`samples_chunk_of`] looks for the kind: past a long
 /// epoch and node name, short of the samples themselves.
 const HEAD_BYTES: usize = 512;
 
@@ -435,13 +451,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = [record(1), samples(2, "7"), samples(3, "8")];
         write(dir.path(), "node1", &old, 1 << 20).unwrap();
-        let ended = |line: &[u8]| samples_job_of(line) == Some("7");
+        let ended = |line: &[u8]| samples_chunk_of(line).is_some_and(|(_, job)| job == "7");
         write_dropping(dir.path(), "node1", &[record(4)], 1 << 20, ended).unwrap();
         let (records, _) = read(&node_file(dir.path(), "node1")).unwrap();
         assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 3, 4]);
         // A job start of a job named like the kind is no chunk.
         let line = serde_json::to_vec(&record(7)).unwrap();
-        assert_eq!(samples_job_of(&line), None);
+        assert_eq!(samples_chunk_of(&line), None);
+        let line = serde_json::to_vec(&samples(9, "8")).unwrap();
+        assert_eq!(samples_chunk_of(&line), Some((1_700_000_010, "8")));
     }
 
     #[test]

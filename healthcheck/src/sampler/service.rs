@@ -7,10 +7,10 @@
 //! record per job, under the run lock (the export's numbering is shared
 //! with the healthcheck runs): a run holding the lock delays the chunk to
 //! the next round, never a run. `prune_after` a job's end its chunks are
-//! dropped from the node's file.
+//! dropped from the node's file, and any chunk after `keep_chunks`.
 
 use super::Sampler;
-use crate::export::{self, ExportError};
+use crate::export::{self, ExportError, SamplePrune};
 use lemonade_config::Config;
 use lemonade_spool::Body;
 use lemonade_sql::lock::RunLock;
@@ -35,8 +35,11 @@ pub struct Settings {
     /// Rounds per chunk.
     pub flush_every: u32,
     /// How long after a job's end its chunks stay in the node's file (for
-    /// the head node's ingest to read them first).
+    /// the head node's ingest to read them first: `lemon run` ingests hourly).
     pub prune_after: Duration,
+    /// How long any chunk stays in the node's file: a long job's chunks
+    /// would otherwise grow it to its bound, each write rewriting it all.
+    pub keep_chunks: Duration,
     /// A job started longer ago than this is taken as ended (its epilog
     /// never ran): it is not sampled for ever.
     pub max_job_age: Duration,
@@ -51,7 +54,8 @@ impl Default for Settings {
         Settings {
             interval: Duration::from_secs(10),
             flush_every: 3,
-            prune_after: Duration::from_secs(600),
+            prune_after: Duration::from_secs(3600),
+            keep_chunks: Duration::from_secs(2 * 3600),
             max_job_age: Duration::from_secs(30 * 24 * 3600),
             max_pending_rounds: 360,
             lock_wait: Duration::from_millis(200),
@@ -171,7 +175,11 @@ impl Service {
             .filter(|(_, samples)| !samples.is_empty())
             .map(|(job_id, samples)| Body::Samples { job_id, samples })
             .collect();
-        let done = export::export_samples(&self.config, store, &self.node, unix, bodies, &ended)?;
+        let prune = SamplePrune {
+            ended_jobs: &ended,
+            before: unix - self.settings.keep_chunks.as_secs() as i64,
+        };
+        let done = export::export_samples(&self.config, store, &self.node, unix, bodies, prune)?;
         self.pruned.extend(ended);
         self.rounds_since_flush = 0;
         Ok(Some(done.records))
@@ -183,7 +191,7 @@ impl Service {
         let start = std::time::Instant::now();
         let mut next = start;
         let mut done = 0u64;
-        while !stop() && rounds.map_or(true, |n| done < n) {
+        while !stop() && rounds.is_none_or(|n| done < n) {
             let unix = chrono::Utc::now().timestamp();
             if let Err(e) = self.step(unix, start.elapsed().as_secs_f64()) {
                 eprintln!("healthcheck sample: {e}");
