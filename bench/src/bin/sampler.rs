@@ -48,20 +48,22 @@ fn main() {
     let now = chrono::Utc::now().timestamp();
     let store = NodeStore::open(&config.store.path, Duration::from_secs(1)).expect("node db");
     node_jobs::job_started(store.connection(), store.path(), "42", None, now - 60).expect("job");
-    fill_spool(&spool, config.spool.max_bytes);
+    fill_spool(&spool, config.spool.max_bytes, now);
 
     std::env::set_var(fake_nvml::SCENARIO_ENV, &scenario);
     in_process(&config, &root, now);
     binary(&toml, &root, &scenario);
 }
 
-/// A spool file at its bound, of sample chunks of an older job.
-fn fill_spool(dir: &Path, max_bytes: u64) {
+/// A spool file at its bound, of recent sample chunks of another job
+/// still running (none is pruned: the worst case; the sampler keeps a
+/// job's chunks 2 h, about 300 KB, in steady state).
+fn fill_spool(dir: &Path, max_bytes: u64, now: i64) {
     let chunk = |seq: u64| lemonade_spool::Record {
         seq,
         epoch: "bench".into(),
         node: "node1".into(),
-        at: seq as i64,
+        at: now - 3600,
         body: lemonade_spool::Body::Samples {
             job_id: "41".into(),
             samples: (0..48)

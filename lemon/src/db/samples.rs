@@ -82,13 +82,15 @@ pub fn recent(
 
 /// Deletes the samples of every job that ended on its node before
 /// `ended_before` (the node's `job_end` record), and every sample older
-/// than `older_than` (a job whose end never arrived). Returns the rows gone.
+/// than `older_than`. Returns the rows gone. Only ends after `older_than`
+/// are looked at (older jobs' samples went by age), each by the primary
+/// key's (job, node) prefix: no pass over all samples.
 pub fn prune(conn: &Connection, ended_before: i64, older_than: i64) -> Result<u64> {
     let ended = conn.execute(
-        "DELETE FROM samples WHERE EXISTS (
-             SELECT 1 FROM health h WHERE h.kind = 'job_end' AND h.node = samples.node
-                 AND h.job_id = samples.job_id AND h.at < ?1)",
-        [ended_before],
+        "DELETE FROM samples WHERE (job_id, node) IN (
+             SELECT job_id, node FROM health
+             WHERE kind = 'job_end' AND job_id IS NOT NULL AND at < ?1 AND at >= ?2)",
+        params![ended_before, older_than],
     )?;
     let old = conn.execute("DELETE FROM samples WHERE at < ?1", [older_than])?;
     Ok((ended + old) as u64)

@@ -57,8 +57,11 @@ pub fn ingest_dir(conn: &mut Connection, dir: &Path) -> Result<IngestStats> {
 /// How long a job's samples stay after its end on the node: long enough for
 /// a `lemon watch` poll that is still looking at it, and no longer.
 pub const SAMPLES_KEPT_AFTER_END: i64 = 3600;
-/// Samples of a job whose end never arrived go after a week.
-pub const SAMPLES_KEPT_AT_MOST: i64 = 7 * 24 * 3600;
+/// No sample stays longer than this, running job or not: `lemon watch`
+/// keeps what it learned of a job itself, and a week of 10 s samples of a
+/// 500-node cluster would be hundreds of millions of rows. As long as the
+/// nodes keep their chunks (`healthcheck sample`).
+pub const SAMPLES_KEPT_AT_MOST: i64 = 2 * 3600;
 
 /// Stores one node file's new records; returns how many were new.
 pub fn ingest_records(
@@ -306,7 +309,11 @@ mod tests {
         )
         .unwrap();
         lemonade_spool::write(&spool, "gpu002", &[chunk(2, "gpu002", "8", now)], 1 << 20).unwrap();
-        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 9);
+        // Three hours old: stored, and gone by age at once.
+        let old = chunk(1, "gpu003", "9", now - 3 * 3600);
+        lemonade_spool::write(&spool, "gpu003", &[old], 1 << 20).unwrap();
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 12);
+        assert!(db::samples::recent(&conn, "9", &[], 0).unwrap().is_empty());
         assert_eq!(
             ingest_dir(&mut conn, &spool).unwrap().inserted,
             0,
@@ -333,7 +340,7 @@ mod tests {
         assert_eq!(one.len(), 3);
         assert_eq!(one[0].as_sample().node, "gpu002");
 
-        // Job 7 ended on gpu001 two hours ago; job 8 ended just now.
+        // Job 7 ended on gpu001 80 minutes ago; job 8 ended just now.
         let end = |seq: u64, job: &str, at: i64| Record {
             at,
             body: Body::JobEnd {
@@ -343,7 +350,7 @@ mod tests {
             },
             ..rec(seq, "a")
         };
-        lemonade_spool::write(&spool, "gpu001", &[end(2, "7", now - 7200)], 1 << 20).unwrap();
+        lemonade_spool::write(&spool, "gpu001", &[end(2, "7", now - 4800)], 1 << 20).unwrap();
         lemonade_spool::write(&spool, "gpu002", &[end(3, "8", now)], 1 << 20).unwrap();
         ingest_dir(&mut conn, &spool).unwrap();
         assert!(db::samples::recent(&conn, "7", &["gpu001"], 0)

@@ -1,7 +1,8 @@
 -- The node sampler's metric samples (issue 33), as the nodes' spool exports
 -- carry them: what `lemon watch` feeds the detector for running jobs.
--- Pruned by `lemon ingest` once the job has ended on the node (and after a
--- week in any case), so the table holds about the running jobs only.
+-- Pruned by `lemon ingest` an hour after the job ended on the node, and
+-- after two hours in any case: the table holds the running jobs' recent
+-- samples only.
 CREATE TABLE samples (
     job_id  TEXT    NOT NULL,
     node    INTEGER NOT NULL REFERENCES nodes(id),
