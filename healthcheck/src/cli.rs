@@ -72,9 +72,30 @@ pub enum Command {
     /// Proactive validation (issue 31). For now: read a saved benchmark
     /// output with its parser and print the metrics it finds.
     Validate(ValidateArgs),
+    /// The node sampler for `lemon watch`: every --interval while a job runs
+    /// here, GPU, InfiniBand, CPU, memory and disk metrics to the spool export
+    /// (what `lemonade-sampler.service` runs).
+    Sample(SampleArgs),
     /// A check's name: run that check alone, e.g. `healthcheck xid`.
     #[command(external_subcommand)]
     Check(Vec<String>),
+}
+
+/// `healthcheck sample`'s flags.
+#[derive(Debug, Args, Clone)]
+pub struct SampleArgs {
+    /// Seconds between rounds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub interval: u64,
+    /// Rounds per chunk sent to the spool export.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=360))]
+    pub flush_every: u32,
+    /// Seconds after a job's end before its chunks leave the node's export file.
+    #[arg(long, default_value_t = 3600)]
+    pub prune_after: u64,
+    /// Stop after this many rounds (and export what is pending); default: until SIGTERM.
+    #[arg(long)]
+    pub rounds: Option<u64>,
 }
 
 /// `healthcheck <check> [OPTIONS]`: one check's command line, where the

@@ -172,7 +172,39 @@ pub fn export(
     at: i64,
     bodies: Vec<Body>,
 ) -> Result<Exported, ExportError> {
-    export_rotating(config, store, node, at, bodies, ROTATION)
+    export_rotating(
+        config,
+        store,
+        node,
+        at,
+        bodies,
+        SamplePrune::default(),
+        ROTATION,
+    )
+}
+
+/// What the node sampler drops from the node's file as it writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SamplePrune<'a> {
+    /// Jobs that ended a while ago (the head node has read their chunks).
+    pub ended_jobs: &'a [String],
+    /// Chunks written before this (Unix seconds), whatever their job: a
+    /// long job's chunks do not fill the file.
+    pub before: i64,
+}
+
+/// As [`export`], for the node sampler: also drops from the node's file
+/// the sample chunks that `prune` names, rewriting it even when `bodies` is
+/// empty as long as there are ended jobs to drop.
+pub fn export_samples(
+    config: &Config,
+    store: &NodeStore,
+    node: &str,
+    at: i64,
+    bodies: Vec<Body>,
+    prune: SamplePrune,
+) -> Result<Exported, ExportError> {
+    export_rotating(config, store, node, at, bodies, prune, ROTATION)
 }
 
 fn export_rotating(
@@ -181,6 +213,7 @@ fn export_rotating(
     node: &str,
     at: i64,
     bodies: Vec<Body>,
+    prune: SamplePrune,
     rotation: Rotation,
 ) -> Result<Exported, ExportError> {
     let Some(dir) = &config.spool.dir else {
@@ -204,7 +237,8 @@ fn export_rotating(
     }
     let mut timed: Vec<(i64, Body)> = bodies.into_iter().map(|b| (at, b)).collect();
     timed.extend(read.exits.into_iter().map(|e| (e.at, task_exit_body(e))));
-    if timed.is_empty() && offset == state.task_exits_offset && set_aside.is_empty() {
+    let quiet = offset == state.task_exits_offset && set_aside.is_empty();
+    if timed.is_empty() && quiet && prune.ended_jobs.is_empty() {
         return Ok(Exported {
             records: 0,
             malformed,
@@ -221,8 +255,13 @@ fn export_rotating(
             body,
         })
         .collect();
-    if !records.is_empty() {
-        lemonade_spool::write(dir, node, &records, config.spool.max_bytes)?;
+    if !records.is_empty() || !prune.ended_jobs.is_empty() {
+        let pruned = |line: &[u8]| {
+            spool::samples_chunk_of(line).is_some_and(|(at, job)| {
+                at < prune.before || prune.ended_jobs.iter().any(|e| e == job)
+            })
+        };
+        spool::write_dropping(dir, node, &records, config.spool.max_bytes, pruned)?;
     }
     state.next_seq += records.len() as u64;
     state.exported_until = at;
@@ -467,7 +506,15 @@ mod tests {
         bodies: Vec<Body>,
         rotation: Rotation,
     ) -> Result<Exported, ExportError> {
-        super::export_rotating(config, &store(config), node, at, bodies, rotation)
+        super::export_rotating(
+            config,
+            &store(config),
+            node,
+            at,
+            bodies,
+            SamplePrune::default(),
+            rotation,
+        )
     }
 
     #[test]

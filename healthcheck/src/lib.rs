@@ -23,6 +23,7 @@
 //! * [`bounded`]: outside programs as argv under a deadline.
 //! * [`export`]: the spool export the head node reads.
 //! * [`baseline`]: a node's expectations as config (`healthcheck baseline`).
+//! * [`sampler`]: the node sampler for `lemon watch` (`healthcheck sample`).
 
 pub mod baseline;
 pub mod bounded;
@@ -43,6 +44,7 @@ pub mod policy;
 pub mod record;
 pub mod repair;
 pub mod root;
+pub mod sampler;
 pub mod session;
 pub mod snapshot;
 pub mod state_change;

@@ -89,6 +89,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             }
             Ok(0)
         }
+        Some(Command::Sample(args)) => sample(&global, &args),
         Some(Command::Snapshot { out }) => {
             let node = node_name(&global)?;
             let config = load_config(&global, &node).context("cannot read the config")?;
@@ -102,6 +103,46 @@ fn dispatch(cli: Cli) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// Set by SIGTERM and SIGINT: the sampler exports what is pending and exits.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// `healthcheck sample`: the node sampler, until SIGTERM or `--rounds`.
+fn sample(global: &GlobalArgs, args: &healthcheck::cli::SampleArgs) -> Result<u8> {
+    use healthcheck::sampler::service::{Service, Settings};
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let node = node_name(global)?;
+    let config = load_config(global, &node).context("cannot read the config")?;
+    // One NVML session for the service's life; a node without a driver
+    // still gets its CPU, memory, disk and InfiniBand metrics.
+    let nvml = match healthcheck::nvml_handle::load(&config.checks.gpu.library_path) {
+        Ok(nvml) => Some(nvml),
+        Err(e) => {
+            eprintln!("healthcheck sample: no GPU metrics: {}", e.message);
+            None
+        }
+    };
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { signal(sig, SigHandler::Handler(on_stop)) }.context("cannot handle signals")?;
+    }
+    let settings = Settings {
+        interval: Duration::from_secs(args.interval),
+        flush_every: args.flush_every,
+        prune_after: Duration::from_secs(args.prune_after),
+        ..Settings::default()
+    };
+    let sampler = healthcheck::sampler::Sampler::new(NodeRoot::new(&global.root), nvml);
+    let mut service = Service::new(config, node, settings, sampler);
+    service.run(args.rounds, &|| STOP.load(Ordering::SeqCst));
+    Ok(0)
 }
 
 /// What a bare `healthcheck` runs: the periodic profile, recorded.

@@ -120,6 +120,52 @@ pub enum Body {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A chunk of the node sampler's metric samples for one job running
+    /// here (`healthcheck sample`): `[time, metric, value]` triples, times in
+    /// Unix seconds. Lemon versions before it report such a line as
+    /// malformed and read on.
+    Samples {
+        job_id: String,
+        samples: Vec<(i64, String, f64)>,
+    },
+}
+
+/// The time (`at`) and job of a `samples` line, read without parsing the
+/// line: the sampler drops old chunks and those of ended jobs from the
+/// node's file on every write, and a full parse of a large file every
+/// thirty seconds would cost more than the sampling. Relies on serde
+/// writing the record's fields in their order (`seq`, `epoch`, `node`,
+/// `at`, then the body's `kind` and `job_id`).
+pub fn samples_chunk_of(line: &[u8]) -> Option<(i64, &str)> {
+    const KEY: &[u8] = br#","kind":"samples","job_id":""#;
+    // The kind follows seq, epoch, node and at: within the line's head.
+    let head = &line[..line.len().min(HEAD_BYTES)];
+    let key_at = memchr_find(head, KEY)?;
+    let before = &line[..key_at];
+    let digits = before
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit() || **b == b'-')
+        .count();
+    let number_at = key_at - digits;
+    if !before[..number_at].ends_with(br#""at":"#) {
+        return None;
+    }
+    let at = std::str::from_utf8(&before[number_at..])
+        .ok()?
+        .parse()
+        .ok()?;
+    let rest = &line[key_at + KEY.len()..];
+    let end = rest.iter().position(|b| *b == b'"')?;
+    Some((at, std::str::from_utf8(&rest[..end]).ok()?))
+}
+
+/// How far into a line [`samples_chunk_of`] looks for the kind: past a long
+/// epoch and node name, short of the samples themselves.
+const HEAD_BYTES: usize = 512;
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[derive(Debug, Error)]
@@ -145,6 +191,18 @@ pub fn node_file(dir: &Path, node: &str) -> PathBuf {
 /// Appends `new` to the node's export, dropping the oldest lines past
 /// `max_bytes`, and replaces the file atomically.
 pub fn write(dir: &Path, node: &str, new: &[Record], max_bytes: u64) -> Result<(), SpoolError> {
+    write_dropping(dir, node, new, max_bytes, |_| false)
+}
+
+/// As [`write`], and drops the old lines for which `drop` is true (the
+/// sampler's chunks of jobs that ended: see [`samples_job_of`]).
+pub fn write_dropping(
+    dir: &Path,
+    node: &str,
+    new: &[Record],
+    max_bytes: u64,
+    drop: impl Fn(&[u8]) -> bool,
+) -> Result<(), SpoolError> {
     let path = node_file(dir, node);
     let io = |source| SpoolError::Io {
         path: path.clone(),
@@ -158,7 +216,7 @@ pub fn write(dir: &Path, node: &str, new: &[Record], max_bytes: u64) -> Result<(
     };
     let mut lines: Vec<&[u8]> = old
         .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !drop(l))
         .collect();
     let fresh: Vec<Vec<u8>> = new
         .iter()
@@ -373,6 +431,52 @@ mod tests {
             "the good record after a bad severity counts"
         );
         assert!(errors[0].to_string().contains(":1:"), "{}", errors[0]);
+    }
+
+    fn samples(seq: u64, job: &str) -> Record {
+        Record {
+            seq,
+            epoch: "e1".into(),
+            node: "node1".into(),
+            at: 1_700_000_010,
+            body: Body::Samples {
+                job_id: job.into(),
+                samples: vec![
+                    (1_700_000_000, "gpu_util".into(), 97.5),
+                    (1_700_000_010, "ib_tx".into(), 1.25e10),
+                ],
+            },
+        }
+    }
+
+    #[test]
+    fn sample_chunks_round_trip_as_compact_triples() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "node1", &[samples(1, "7")], 1 << 20).unwrap();
+        let text = std::fs::read_to_string(node_file(dir.path(), "node1")).unwrap();
+        assert!(
+            text.contains(r#""samples":[[1700000000,"gpu_util",97.5],"#),
+            "{text}"
+        );
+        let (records, errors) = read(&node_file(dir.path(), "node1")).unwrap();
+        assert!(errors.is_empty());
+        assert_eq!(records, [samples(1, "7")]);
+    }
+
+    #[test]
+    fn the_chunks_of_an_ended_job_are_dropped_and_other_records_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = [record(1), samples(2, "7"), samples(3, "8")];
+        write(dir.path(), "node1", &old, 1 << 20).unwrap();
+        let ended = |line: &[u8]| samples_chunk_of(line).is_some_and(|(_, job)| job == "7");
+        write_dropping(dir.path(), "node1", &[record(4)], 1 << 20, ended).unwrap();
+        let (records, _) = read(&node_file(dir.path(), "node1")).unwrap();
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 3, 4]);
+        // A job start of a job named like the kind is no chunk.
+        let line = serde_json::to_vec(&record(7)).unwrap();
+        assert_eq!(samples_chunk_of(&line), None);
+        let line = serde_json::to_vec(&samples(9, "8")).unwrap();
+        assert_eq!(samples_chunk_of(&line), Some((1_700_000_010, "8")));
     }
 
     #[test]

@@ -45,12 +45,16 @@ const LEMON: &[(&str, &str)] = &[
         include_str!("../migrations/lemon/0006_job_evidence.sql"),
     ),
     (
-        "0008_flight_recorder.sql",
-        include_str!("../migrations/lemon/0008_flight_recorder.sql"),
+        "0007_flight_recorder.sql",
+        include_str!("../migrations/lemon/0007_flight_recorder.sql"),
     ),
     (
-        "0010_watch_detections.sql",
-        include_str!("../migrations/lemon/0010_watch_detections.sql"),
+        "0008_samples.sql",
+        include_str!("../migrations/lemon/0008_samples.sql"),
+    ),
+    (
+        "0009_watch_detections.sql",
+        include_str!("../migrations/lemon/0009_watch_detections.sql"),
     ),
 ];
 

@@ -114,6 +114,45 @@ pub fn jobs_since(conn: &Connection, path: &Path, since: i64) -> Result<Vec<JobR
     rows.collect::<Result<_, _>>().map_err(wrap(path))
 }
 
+/// Jobs running on this node: a prolog's start and no epilog's end yet,
+/// started after `started_after` (a job whose epilog never ran is not
+/// sampled for ever). Oldest first.
+pub fn running_jobs(
+    conn: &Connection,
+    path: &Path,
+    started_after: i64,
+) -> Result<Vec<String>, StoreError> {
+    job_ids(
+        conn,
+        path,
+        "SELECT job_id FROM jobs WHERE ended_at IS NULL AND started_at > ?1
+         ORDER BY started_at, job_id",
+        started_after,
+    )
+}
+
+/// Jobs whose epilog ran before `before` (and after a week before it: the
+/// node sampler's chunks of older jobs are long gone from the spool file).
+pub fn jobs_ended_before(
+    conn: &Connection,
+    path: &Path,
+    before: i64,
+) -> Result<Vec<String>, StoreError> {
+    job_ids(
+        conn,
+        path,
+        "SELECT job_id FROM jobs WHERE ended_at < ?1 AND ended_at >= ?1 - 604800
+         ORDER BY ended_at, job_id",
+        before,
+    )
+}
+
+fn job_ids(conn: &Connection, path: &Path, sql: &str, at: i64) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(wrap(path))?;
+    let rows = stmt.query_map([at], |r| r.get(0)).map_err(wrap(path))?;
+    rows.collect::<Result<_, _>>().map_err(wrap(path))
+}
+
 /// Appends a state change.
 pub fn record_state_change(
     conn: &Connection,

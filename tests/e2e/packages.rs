@@ -128,6 +128,7 @@ fn packages_install_into_a_fresh_root_and_the_installed_plugin_loads() {
     for file in [
         "/lib/systemd/system/lemonade-healthcheck.service",
         "/lib/systemd/system/lemonade-healthcheck.timer",
+        "/lib/systemd/system/lemonade-sampler.service",
         "/etc/cron.d/lemonade",
         "/etc/logrotate.d/lemonade",
         "/usr/share/man/man1/healthcheck.1.gz",

@@ -851,6 +851,39 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigne
     return read_uint(gpu, "temperature", temp);
 }
 
+/* The node sampler's gauges (issue 33). nvml.h: nvmlUtilization_t is
+ * {gpu, memory} percent; NVML_CLOCK_SM = 1; NVML_PCIE_UTIL_TX_BYTES = 0,
+ * _RX_BYTES = 1, in KB/s. Keys: util_gpu, util_mem, power_mw, sm_clock_mhz,
+ * pcie_tx_kbps, pcie_rx_kbps; absent keys answer NOT_SUPPORTED. */
+typedef struct {
+    unsigned int gpu;
+    unsigned int memory;
+} nvmlUtilization_t;
+
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    DEVICE_CALL("nvmlDeviceGetUtilizationRates", d, gpu);
+    if (!u) return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlReturn_t r = read_uint(gpu, "util_gpu", &u->gpu);
+    return r ? r : read_uint(gpu, "util_mem", &u->memory);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *milliwatts) {
+    DEVICE_CALL("nvmlDeviceGetPowerUsage", d, gpu);
+    return read_uint(gpu, "power_mw", milliwatts);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz) {
+    DEVICE_CALL("nvmlDeviceGetClockInfo", d, gpu);
+    return type == 1 ? read_uint(gpu, "sm_clock_mhz", mhz) : NVML_ERROR_NOT_SUPPORTED;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, int counter, unsigned int *kbps) {
+    DEVICE_CALL("nvmlDeviceGetPcieThroughput", d, gpu);
+    if (counter == 0) return read_uint(gpu, "pcie_tx_kbps", kbps);
+    if (counter == 1) return read_uint(gpu, "pcie_rx_kbps", kbps);
+    return NVML_ERROR_INVALID_ARGUMENT;
+}
+
 /* nvml.h: NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, _SLOWDOWN = 1. */
 EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t d, int type,
                                                       unsigned int *temp) {

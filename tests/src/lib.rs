@@ -15,6 +15,7 @@
 //!   known hardware failure rate, for the reliability report.
 //! * [`metric_traces`]: per-node metric traces of training jobs with planted
 //!   faulty machines, and the scorer of `lemon watch`'s calls.
+//! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod cluster;
 pub mod fake_nvml;
@@ -24,6 +25,7 @@ pub mod job_logs;
 pub mod metric_traces;
 #[cfg(feature = "reliability")]
 pub mod reliability_history;
+pub mod sampler_node;
 pub mod slurm_root;
 pub mod spank;
 

@@ -45,8 +45,23 @@ pub fn ingest_dir(conn: &mut Connection, dir: &Path) -> Result<IngestStats> {
         stats.rows_read += records.len() as u64;
         stats.inserted += ingest_records(conn, &mut nodes, &records)?;
     }
+    let now = chrono::Utc::now().timestamp();
+    db::samples::prune(
+        conn,
+        now - SAMPLES_KEPT_AFTER_END,
+        now - SAMPLES_KEPT_AT_MOST,
+    )?;
     Ok(stats)
 }
+
+/// How long a job's samples stay after its end on the node: long enough for
+/// a `lemon watch` poll that is still looking at it, and no longer.
+pub const SAMPLES_KEPT_AFTER_END: i64 = 3600;
+/// No sample stays longer than this, running job or not: `lemon watch`
+/// keeps what it learned of a job itself, and a week of 10 s samples of a
+/// 500-node cluster would be hundreds of millions of rows. As long as the
+/// nodes keep their chunks (`healthcheck sample`).
+pub const SAMPLES_KEPT_AT_MOST: i64 = 2 * 3600;
 
 /// Stores one node file's new records; returns how many were new.
 pub fn ingest_records(
@@ -77,6 +92,12 @@ pub fn ingest_records(
             } else {
                 nodes.get_or_insert(&tx, &r.node)?
             };
+            // Samples go to their own table, not `health`: many per record,
+            // and pruned once the job has ended (`db::samples::prune`).
+            if let Body::Samples { job_id, samples } = &r.body {
+                inserted += db::samples::insert(&tx, rec_node, job_id, samples)?;
+                continue;
+            }
             let f = Flat::of(&r.body);
             let new = db::spool::insert(&tx, rec_node, &r.epoch, r.seq as i64, r.at, &f)? as u64;
             inserted += new;
@@ -223,6 +244,12 @@ impl<'a> Flat<'a> {
                 detail: error.as_deref(),
                 ..Flat::default()
             },
+            // Stored by `ingest_records` in `samples`; never a `health` row.
+            Body::Samples { job_id, .. } => Flat {
+                kind: "samples",
+                job_id: Some(job_id),
+                ..Flat::default()
+            },
         }
     }
 }
@@ -283,5 +310,100 @@ mod tests {
         assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 3);
         let rows = db::spool::seqs_and_ms(&conn).unwrap();
         assert_eq!(rows, [(1, None), (2, Some(1_002_345)), (3, None)]);
+    }
+
+    fn chunk(seq: u64, node: &str, job: &str, at: i64) -> Record {
+        Record {
+            seq,
+            epoch: "a".into(),
+            node: node.into(),
+            at,
+            body: Body::Samples {
+                job_id: job.into(),
+                samples: vec![
+                    (at - 10, "gpu_util".into(), 97.0),
+                    (at, "gpu_util".into(), 96.0),
+                    (at, "ib_tx".into(), 2.5e10),
+                ],
+            },
+        }
+    }
+
+    #[test]
+    fn samples_are_stored_once_read_back_per_job_and_pruned_after_the_job_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("spool");
+        let mut conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let now = chrono::Utc::now().timestamp();
+        lemonade_spool::write(
+            &spool,
+            "gpu001",
+            &[chunk(1, "gpu001", "7", now - 20)],
+            1 << 20,
+        )
+        .unwrap();
+        lemonade_spool::write(
+            &spool,
+            "gpu002",
+            &[chunk(1, "gpu002", "7", now - 20)],
+            1 << 20,
+        )
+        .unwrap();
+        lemonade_spool::write(&spool, "gpu002", &[chunk(2, "gpu002", "8", now)], 1 << 20).unwrap();
+        // Three hours old: stored, and gone by age at once.
+        let old = chunk(1, "gpu003", "9", now - 3 * 3600);
+        lemonade_spool::write(&spool, "gpu003", &[old], 1 << 20).unwrap();
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 12);
+        assert!(db::samples::recent(&conn, "9", &[], 0).unwrap().is_empty());
+        assert_eq!(
+            ingest_dir(&mut conn, &spool).unwrap().inserted,
+            0,
+            "read once"
+        );
+        assert_eq!(db::spool::count(&conn).unwrap(), 0, "no health rows");
+
+        let all = db::samples::recent(&conn, "7", &[], now - 20).unwrap();
+        let seen: Vec<_> = all
+            .iter()
+            .map(|s| (s.node.as_str(), s.metric.as_str(), s.value))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("gpu001", "gpu_util", 96.0),
+                ("gpu001", "ib_tx", 2.5e10),
+                ("gpu002", "gpu_util", 96.0),
+                ("gpu002", "ib_tx", 2.5e10)
+            ]
+        );
+        assert!(all.iter().all(|s| s.job == "7" && s.time == now - 20));
+        let one = db::samples::recent(&conn, "7", &["gpu002"], 0).unwrap();
+        assert_eq!(one.len(), 3);
+        assert_eq!(one[0].as_sample().node, "gpu002");
+
+        // Job 7 ended on gpu001 80 minutes ago; job 8 ended just now.
+        let end = |seq: u64, job: &str, at: i64| Record {
+            at,
+            body: Body::JobEnd {
+                job_id: job.into(),
+                exit_code: Some(0),
+                signal: None,
+            },
+            ..rec(seq, "a")
+        };
+        lemonade_spool::write(&spool, "gpu001", &[end(2, "7", now - 4800)], 1 << 20).unwrap();
+        lemonade_spool::write(&spool, "gpu002", &[end(3, "8", now)], 1 << 20).unwrap();
+        ingest_dir(&mut conn, &spool).unwrap();
+        assert!(db::samples::recent(&conn, "7", &["gpu001"], 0)
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            db::samples::recent(&conn, "7", &["gpu002"], 0)
+                .unwrap()
+                .len(),
+            3
+        );
+        assert_eq!(db::samples::recent(&conn, "8", &[], 0).unwrap().len(), 3);
+        assert_eq!(db::samples::count(&conn).unwrap(), 6);
     }
 }
