@@ -42,9 +42,6 @@ pub enum SourceError {
     /// It answered something we cannot read.
     #[error("{what}: bad answer: {why}")]
     BadAnswer { what: String, why: String },
-    /// The source is not set up (the embedded sampler's data, not yet connected).
-    #[error("{0}")]
-    NotConnected(String),
 }
 
 /// Where a live poll reads samples.
