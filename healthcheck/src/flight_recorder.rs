@@ -148,15 +148,13 @@ fn failed(job_id: &str, rank: Option<u32>, error: String) -> Body {
 }
 
 /// Removes the job directories under `<state dir>/flight-recorder/` that
-/// have not changed for `keep_days`, except `current` (the job ending now).
+/// have not changed for `keep_days`, except those of `spared` (the job
+/// ending now, and the jobs still running here: a job longer than the keep
+/// age that has not dumped yet must still find its directory).
 /// Never follows a link: entries are looked at with `lstat`, a link is
 /// removed as a link, and `remove_dir_all` does not follow links inside.
 /// Returns the names removed and the problems met.
-pub fn prune(
-    config: &Config,
-    current: Option<&str>,
-    now: SystemTime,
-) -> (Vec<String>, Vec<String>) {
+pub fn prune(config: &Config, spared: &[String], now: SystemTime) -> (Vec<String>, Vec<String>) {
     let root = config.store.state_dir().join("flight-recorder");
     let keep = Duration::from_secs(u64::from(config.store.flight_recorder_keep_days) * 86_400);
     let mut removed = Vec::new();
@@ -166,7 +164,7 @@ pub fn prune(
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if Some(name.as_str()) == current {
+        if spared.contains(&name) {
             continue;
         }
         let path = entry.path();
@@ -346,6 +344,7 @@ mod tests {
         };
         plant(&config, "old", &spec);
         plant(&config, "current", &spec);
+        plant(&config, "running", &spec);
         let victim = tmp.path().join("victim");
         std::fs::create_dir(&victim).unwrap();
         std::fs::write(victim.join("keep"), b"x").unwrap();
@@ -354,12 +353,16 @@ mod tests {
         // A link inside an old job's directory: removed, its target kept.
         std::os::unix::fs::symlink(&victim, root.join("old").join("inner")).unwrap();
         let later = SystemTime::now() + Duration::from_secs(8 * 86_400);
-        let (removed, problems) = prune(&config, Some("current"), later);
+        let (removed, problems) = prune(&config, &["current".into(), "running".into()], later);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(removed, ["link", "old"]);
         assert!(victim.join("keep").exists());
         assert!(root.join("current").exists());
-        let (removed, _) = prune(&config, None, SystemTime::now());
+        assert!(
+            root.join("running").exists(),
+            "a running job's directory is spared"
+        );
+        let (removed, _) = prune(&config, &[], SystemTime::now());
         assert!(removed.is_empty(), "nothing is 7 days old yet");
     }
 }

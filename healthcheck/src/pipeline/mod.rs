@@ -357,6 +357,16 @@ pub fn record_job_only(
     export_with(config, &mut session, node, now, bodies)
 }
 
+/// The jobs the node database says run here, started in the last 30 days
+/// (an end record lost to a crash must not spare a directory forever).
+fn running_here(session: &NodeSession, now: DateTime<Utc>) -> Vec<String> {
+    let since = now.timestamp() - 30 * 86_400;
+    session
+        .readable()
+        .and_then(|s| node_jobs::running_jobs(s.connection(), session.path(), since).ok())
+        .unwrap_or_default()
+}
+
 /// The job's start or end record; at a job's end on a live node, also the
 /// summaries of its NCCL flight-recorder dumps (issue 32), and the raw
 /// dumps of jobs past `[store] flight_recorder_keep_days` pruned.
@@ -369,7 +379,9 @@ fn job_bodies(
     let mut bodies = vec![record_job(session, job, now)];
     if let (JobRecord::Ended { job_id, .. }, true) = (job, session.records()) {
         bodies.extend(flight_recorder::collect(config, job_id));
-        let (_, problems) = flight_recorder::prune(config, Some(job_id), now.into());
+        let mut spared = running_here(session, now);
+        spared.push(job_id.clone());
+        let (_, problems) = flight_recorder::prune(config, &spared, now.into());
         for p in problems {
             eprintln!("healthcheck: flight recorder: {p}");
         }
