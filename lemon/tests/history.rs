@@ -3,7 +3,7 @@
 use lemon::{app, db, ingest};
 use lemonade_config::Config;
 use lemonade_sql::rusqlite::Connection;
-use lemonade_tests::history::{generate, spool_records, HistorySpec, HistoryTruth};
+use lemonade_tests::history::{generate, spool_records, Detection, HistorySpec, HistoryTruth};
 use std::time::Duration;
 
 struct Fixture {
@@ -48,26 +48,25 @@ fn detection(factor: f64) -> (usize, usize, usize, Vec<String>) {
 /// [`detection`], on a cluster whose SPANK plugin records task exits when
 /// `task_exits`.
 fn detection_of(factor: f64, task_exits: bool) -> (usize, usize, usize, Vec<String>) {
-    let (mut hits, mut flagged_all, mut planted, mut confounded) = (0, 0, 0, Vec::new());
+    let mut d = Detection::default();
     for seed in SEEDS {
         let f = load(&HistorySpec {
             task_exits,
             ..HistorySpec::realistic(seed, factor)
         });
         let got = flagged(&f);
-        hits += got.iter().filter(|n| f.truth.lemons.contains(n)).count();
-        flagged_all += got.len();
-        planted += f.truth.lemons.len();
-        confounded.extend(
-            got.iter()
-                .filter(|n| f.truth.confounder_nodes.contains(n))
-                .map(|n| format!("seed {seed}: {n}")),
-        );
+        d.add(seed, &f.truth, &got);
         eprintln!(
             "{factor}x seed {seed}: flagged {got:?}, lemons {:?}",
             f.truth.lemons
         );
     }
+    let Detection {
+        hits,
+        flagged: flagged_all,
+        planted,
+        confounded,
+    } = d;
     eprintln!("{factor}x: {hits} of {planted} lemons found, {flagged_all} flagged");
     (hits, flagged_all, planted, confounded)
 }

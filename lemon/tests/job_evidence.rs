@@ -396,7 +396,7 @@ mod detection {
     use super::*;
     use lemon::app;
     use lemonade_config::Config;
-    use lemonade_tests::history::{generate, spool_records, HistorySpec, HistoryTruth};
+    use lemonade_tests::history::{generate, spool_records, Detection, HistorySpec, HistoryTruth};
     use lemonade_tests::job_logs::with_job_logs;
 
     struct Fixture {
@@ -462,23 +462,22 @@ mod detection {
 
     /// (lemons flagged, nodes flagged, lemons planted, confounders flagged).
     fn detection(factor: f64, logs: Logs) -> (usize, usize, usize, Vec<String>) {
-        let (mut hits, mut flagged_all, mut planted, mut confounded) = (0, 0, 0, Vec::new());
+        let mut d = Detection::default();
         for seed in SEEDS {
             let f = load(&HistorySpec::realistic(seed, factor), logs);
             let got = flagged(&f);
-            hits += got.iter().filter(|n| f.truth.lemons.contains(n)).count();
-            flagged_all += got.len();
-            planted += f.truth.lemons.len();
-            confounded.extend(
-                got.iter()
-                    .filter(|n| f.truth.confounder_nodes.contains(n))
-                    .map(|n| format!("seed {seed}: {n}")),
-            );
+            d.add(seed, &f.truth, &got);
             eprintln!(
                 "{factor}x seed {seed} logs {logs:?}: flagged {got:?}, lemons {:?}",
                 f.truth.lemons
             );
         }
+        let Detection {
+            hits,
+            flagged: flagged_all,
+            planted,
+            confounded,
+        } = d;
         eprintln!(
             "{factor}x logs {logs:?}: {hits} of {planted} lemons found, {flagged_all} flagged"
         );

@@ -192,6 +192,33 @@ pub struct HistoryTruth {
     pub task_exits: Vec<GeneratedTaskExit>,
 }
 
+/// What a detector flagged against what was planted, summed over seeds:
+/// the one tally of the detection tests.
+#[derive(Debug, Default)]
+pub struct Detection {
+    /// Planted lemons among the flagged nodes.
+    pub hits: usize,
+    pub flagged: usize,
+    pub planted: usize,
+    /// Confounder nodes flagged, as `seed S: NODE`.
+    pub confounded: Vec<String>,
+}
+
+impl Detection {
+    /// Adds one seed's history and the nodes flagged on it.
+    pub fn add(&mut self, seed: u64, truth: &HistoryTruth, flagged: &[String]) {
+        self.hits += flagged.iter().filter(|n| truth.lemons.contains(n)).count();
+        self.flagged += flagged.len();
+        self.planted += truth.lemons.len();
+        self.confounded.extend(
+            flagged
+                .iter()
+                .filter(|n| truth.confounder_nodes.contains(n))
+                .map(|n| format!("seed {seed}: {n}")),
+        );
+    }
+}
+
 impl HistoryTruth {
     /// Hardware failures that ended in `[since, until)`.
     pub fn hardware_between(&self, since: i64, until: i64) -> usize {
