@@ -419,6 +419,32 @@ fn what_a_check_caught_is_marked_and_slurms_own_events_are_not() {
 }
 
 #[test]
+fn a_fault_a_job_log_names_is_still_caught_when_a_check_caught_it_on_that_node() {
+    let u = users(&["alice"]);
+    let mut ev = Evidence::default();
+    ev.events.insert(7, vec![mark(9_900, "xid")]);
+    ev.events.insert(8, vec![mark(9_900, SLURM_CATEGORY)]);
+    let logged = |nodes: &[i64], on: i64| FailedRun {
+        log: Some(job_log::LogVerdict {
+            kind: job_log::LogKind::HardwareOn(on),
+            evidence: "CUDA error: uncorrectable ECC error encountered".into(),
+        }),
+        ..run(nodes, "1:0")
+    };
+    // The log decides the node; the check's event says it was handled.
+    let a = one(&logged(&[7, 9], 7), &ev, &u);
+    assert_eq!(
+        (a.node, a.rule, a.caught_by_check),
+        (Some(7), Rule::JobLog, true)
+    );
+    // Slurm's own event is no check; another node's check is not this one's.
+    let a = one(&logged(&[8, 9], 8), &ev, &u);
+    assert_eq!((a.node, a.caught_by_check), (Some(8), false));
+    let a = one(&logged(&[7, 9], 9), &ev, &u);
+    assert_eq!((a.node, a.caught_by_check), (Some(9), false));
+}
+
+#[test]
 fn reason_codes_give_categories() {
     assert_eq!(category_of_code("XID_79"), "xid");
     assert_eq!(category_of_code("MOUNT_HUNG"), "mounts");
