@@ -48,6 +48,34 @@ pub struct ValidateSettings {
     pub budget_fraction: f64,
     /// A node never validated counts as last validated this many days ago.
     pub never_validated_days: f64,
+    /// `lemon run` learns the criteria, publishes them to the spool
+    /// directory and submits validation jobs. Off by default: a site turns
+    /// it on once its nodes run `healthcheck validate`.
+    pub enabled: bool,
+    /// The criteria are learned from the passed results of the last this
+    /// many days, each node's latest only.
+    pub window_days: u32,
+    /// The validation job's name: how `lemon` finds its own jobs in
+    /// `squeue` and `sacct`, and how the site sees them.
+    pub job_name: String,
+    /// `sbatch --partition`, when set.
+    pub partition: Option<String>,
+    /// `sbatch --qos`, when set.
+    pub qos: Option<String>,
+    /// `sbatch --reservation` for nodes picked by risk, when set. A node
+    /// returning from repair uses its own `lemonade_validate_<node>`.
+    pub reservation: Option<String>,
+    /// The job's time limit, in minutes (`sbatch --time`), and what one
+    /// validation is charged to the budget.
+    pub time_limit_minutes: u32,
+    /// The node-side program the job runs (`<path> validate`).
+    pub healthcheck_path: std::path::PathBuf,
+    /// A node first seen this many days ago or less, never validated,
+    /// counts as new.
+    pub new_node_days: u32,
+    /// The metric the HTML report charts per SKU (its first learned metric
+    /// where a SKU has no result of this one).
+    pub report_metric: String,
 }
 
 /// `[[validate.floor]]`: a fixed bound on one metric, for one SKU or all.
@@ -97,6 +125,16 @@ impl Default for ValidateSettings {
             floor: Vec::new(),
             budget_fraction: 0.02,
             never_validated_days: 30.0,
+            enabled: false,
+            window_days: 30,
+            job_name: "lemonade-validate".into(),
+            partition: None,
+            qos: None,
+            reservation: None,
+            time_limit_minutes: 120,
+            healthcheck_path: "/usr/bin/healthcheck".into(),
+            new_node_days: 7,
+            report_metric: "avg_busbw".into(),
         }
     }
 }
@@ -132,6 +170,33 @@ impl ValidateSettings {
             return Err(format!(
                 "[validate] never_validated_days = {}: not negative",
                 self.never_validated_days
+            ));
+        }
+        if self.window_days == 0 || self.time_limit_minutes == 0 {
+            return Err("[validate] window_days and time_limit_minutes: at least 1".into());
+        }
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        let names = [Some(&self.job_name), self.partition.as_ref(), self.qos.as_ref()];
+        for name in names.into_iter().flatten().chain(self.reservation.as_ref()) {
+            if !plain(name) {
+                return Err(format!(
+                    "[validate] {name:?}: job name, partition, qos and reservation are letters, digits, - _ ."
+                ));
+            }
+        }
+        // The path goes into `sbatch --wrap`'s shell line: plain characters only.
+        let path = self.healthcheck_path.to_string_lossy();
+        let plain_path = path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+        if !self.healthcheck_path.is_absolute() || !plain_path {
+            return Err(format!(
+                "[validate] healthcheck_path = {:?}: an absolute path of letters, digits, - _ . /",
+                self.healthcheck_path
             ));
         }
         for f in &self.floor {
@@ -171,5 +236,19 @@ mod tests {
             toml::from_str("[[validate.floor]]\nmetric = \"avg_busbw\"\n").unwrap();
         assert!(cfg.validate.check().unwrap_err().contains("min or max"));
         assert!(toml::from_str::<crate::Config>("[validate]\nmin_gap_pct = 2\n").is_err());
+    }
+
+    #[test]
+    fn names_and_the_path_that_reach_sbatch_must_be_plain_words() {
+        let check = |text: &str| {
+            let cfg: crate::Config = toml::from_str(text).unwrap();
+            cfg.validate.check()
+        };
+        check("[validate]\nenabled = true\npartition = \"gpu\"\nqos = \"maint\"\n").unwrap();
+        assert!(check("[validate]\npartition = \"gpu; rm -rf /\"\n").is_err());
+        assert!(check("[validate]\njob_name = \"\"\n").is_err());
+        let err = check("[validate]\nhealthcheck_path = \"/usr/bin/hc $(id)\"\n").unwrap_err();
+        assert!(err.contains("healthcheck_path"), "{err}");
+        assert!(check("[validate]\nhealthcheck_path = \"healthcheck\"\n").is_err());
     }
 }

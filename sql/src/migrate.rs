@@ -56,6 +56,10 @@ const LEMON: &[(&str, &str)] = &[
         "0009_watch_detections.sql",
         include_str!("../migrations/lemon/0009_watch_detections.sql"),
     ),
+    (
+        "0010_validations.sql",
+        include_str!("../migrations/lemon/0010_validations.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {

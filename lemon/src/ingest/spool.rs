@@ -98,6 +98,12 @@ pub fn ingest_records(
                 inserted += db::samples::insert(&tx, rec_node, job_id, samples)?;
                 continue;
             }
+            // Validation results too (issue 31): `validations`, one row per
+            // run and its metrics beside, what `lemon run` learns from.
+            if let Body::Validation { .. } = &r.body {
+                inserted += store_validation(&tx, rec_node, r)?;
+                continue;
+            }
             let f = Flat::of(&r.body);
             let new = db::spool::insert(&tx, rec_node, &r.epoch, r.seq as i64, r.at, &f)? as u64;
             inserted += new;
@@ -114,6 +120,39 @@ pub fn ingest_records(
     }
     tx.commit()?;
     Ok(inserted)
+}
+
+/// Stores a validation record in `validations` (issue 31).
+fn store_validation(conn: &Connection, node: i64, r: &Record) -> Result<u64> {
+    let Body::Validation {
+        job_id,
+        sku,
+        metrics,
+        passed,
+        failing,
+        criteria,
+    } = &r.body
+    else {
+        return Ok(0);
+    };
+    let metrics: Vec<(&str, f64)> = (metrics.iter())
+        .map(|m| (m.metric.as_str(), m.value))
+        .collect();
+    db::validations::insert(
+        conn,
+        &db::validations::NewValidation {
+            node,
+            epoch: &r.epoch,
+            seq: r.seq as i64,
+            at: r.at,
+            job_id: job_id.as_deref().unwrap_or(""),
+            sku,
+            passed: *passed,
+            failing,
+            criteria,
+            metrics: &metrics,
+        },
+    )
 }
 
 /// Keeps a flight-recorder summary (issue 32) beside its `health` row,
