@@ -76,6 +76,10 @@ pub struct ValidateSettings {
     /// The metric the HTML report charts per SKU (its first learned metric
     /// where a SKU has no result of this one).
     pub report_metric: String,
+    /// The node's SKU, when the one computed from its GPU and HCA models
+    /// (`validate::sku`, e.g. `H100x8+ConnectX-7x8`) does not suit: set it
+    /// in a node's override to group nodes the names would split.
+    pub sku: Option<String>,
 }
 
 /// `[[validate.floor]]`: a fixed bound on one metric, for one SKU or all.
@@ -135,6 +139,7 @@ impl Default for ValidateSettings {
             healthcheck_path: "/usr/bin/healthcheck".into(),
             new_node_days: 7,
             report_metric: "avg_busbw".into(),
+            sku: None,
         }
     }
 }
@@ -199,6 +204,13 @@ impl ValidateSettings {
                 self.healthcheck_path
             ));
         }
+        if let Some(sku) = &self.sku {
+            if sku.is_empty() || sku.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(format!(
+                    "[validate] sku = {sku:?}: one word, no blanks (it goes into drain reasons)"
+                ));
+            }
+        }
         for f in &self.floor {
             if f.metric.is_empty() || (f.min.is_none() && f.max.is_none()) {
                 return Err(format!(
@@ -228,6 +240,15 @@ mod tests {
         assert_eq!(cfg.validate.floor[0].min, Some(350.0));
         assert_eq!(cfg.validate.spread_k, 4.0);
         cfg.validate.check().unwrap();
+    }
+
+    #[test]
+    fn a_sku_override_reads_and_one_with_a_blank_is_refused() {
+        let cfg: crate::Config = toml::from_str("[validate]\nsku = \"H100x8\"\n").unwrap();
+        assert_eq!(cfg.validate.sku.as_deref(), Some("H100x8"));
+        cfg.validate.check().unwrap();
+        let cfg: crate::Config = toml::from_str("[validate]\nsku = \"H100 x8\"\n").unwrap();
+        assert!(cfg.validate.check().unwrap_err().contains("no blanks"));
     }
 
     #[test]

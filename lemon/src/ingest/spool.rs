@@ -289,6 +289,12 @@ impl<'a> Flat<'a> {
                 job_id: Some(job_id),
                 ..Flat::default()
             },
+            // Stored by the validation ingest (issue 31), never a `health` row.
+            Body::Validation { job_id, .. } => Flat {
+                kind: "validation",
+                job_id: job_id.as_deref(),
+                ..Flat::default()
+            },
         }
     }
 }
