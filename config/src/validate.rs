@@ -185,7 +185,11 @@ impl ValidateSettings {
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         };
-        let names = [Some(&self.job_name), self.partition.as_ref(), self.qos.as_ref()];
+        let names = [
+            Some(&self.job_name),
+            self.partition.as_ref(),
+            self.qos.as_ref(),
+        ];
         for name in names.into_iter().flatten().chain(self.reservation.as_ref()) {
             if !plain(name) {
                 return Err(format!(

@@ -185,17 +185,13 @@ impl<'a> Report<'a> {
     pub fn document(&self) -> Document<'static> {
         let mut sections = vec![self.flagged_section(), self.nodes_section()];
         sections.extend(self.actions.map(actions_section));
-        sections.extend(
-            (self.validation_step).map(crate::validate::report::step_section),
-        );
+        sections.extend((self.validation_step).map(crate::validate::report::step_section));
         sections.push(self.history_section());
         if !self.watch_detections.is_empty() {
             sections.push(crate::watch::report::section(&self.watch_detections));
         }
         sections.extend(self.drift.as_ref().map(crate::drift::section));
-        sections.extend(
-            (self.validations.as_ref()).map(crate::validate::report::section),
-        );
+        sections.extend((self.validations.as_ref()).map(crate::validate::report::section));
         Document {
             title: "Lemon report".into(),
             preamble: self.preamble(),

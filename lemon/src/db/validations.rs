@@ -104,7 +104,11 @@ pub struct MetricResult {
 
 /// The metrics of each node's latest validation at or after `since`; of
 /// its latest passed one when `passed_only` (what bands are learned from).
-pub fn latest_results(conn: &Connection, since: i64, passed_only: bool) -> Result<Vec<MetricResult>> {
+pub fn latest_results(
+    conn: &Connection,
+    since: i64,
+    passed_only: bool,
+) -> Result<Vec<MetricResult>> {
     let mut stmt = conn.prepare(
         "WITH latest AS (
              SELECT v.id, v.node, v.sku, v.at, v.passed,
@@ -235,5 +239,57 @@ mod tests {
         assert!(!last["gpu002"].passed);
         assert_eq!(last["gpu002"].failing, ["avg_busbw 300<400"]);
         assert_eq!(last["gpu001"].job_id, "102");
+    }
+
+    #[test]
+    fn the_selectors_facts_come_from_inventory_changes_and_the_validation_jobs_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let mut ids = NodeIds::load(&conn).unwrap();
+        let a = ids.get_or_insert(&conn, "gpu001").unwrap();
+        let b = ids.get_or_insert(&conn, "gpu002").unwrap();
+        let inv = |node, seq, at, check, entity, value| {
+            let f = db::spool::HealthColumns {
+                kind: "inventory",
+                check: Some(check),
+                entity: Some(entity),
+                detail: Some(value),
+                ..Default::default()
+            };
+            db::spool::insert(&conn, node, "e", seq, at, &f).unwrap();
+        };
+        inv(a, 1, 100, "firmware", "bios", "1.0");
+        inv(a, 2, 200, "firmware", "bios", "1.0"); // the same again: no change
+        inv(a, 3, 300, "gpu", "gpu0", "96.00.5E");
+        inv(b, 1, 150, "firmware", "bios", "1.0");
+        inv(b, 2, 400, "firmware", "bios", "1.1");
+        inv(b, 3, 500, "versions", "sku", "H100x8"); // the SKU is no version
+        inv(b, 4, 600, "versions", "sku", "H200x8");
+        assert_eq!(
+            first_seen(&conn).unwrap(),
+            [("gpu001".into(), 100), ("gpu002".into(), 150)].into()
+        );
+        assert_eq!(
+            firmware_changed_at(&conn).unwrap(),
+            [("gpu002".into(), 400)].into()
+        );
+
+        // Two validation jobs: one of 2 nodes x 1 h inside the day, one
+        // that started before it (only its last half hour counts); another
+        // job's name is not charged.
+        for (id, start, end, nnodes, name) in [
+            (1, 10_000, 13_600, 2, "lemonade-validate"),
+            (2, 1_000, 5_000, 1, "lemonade-validate"),
+            (3, 10_000, 13_600, 8, "train"),
+        ] {
+            conn.execute(
+                "INSERT INTO jobs(job_id_raw, job_id, start_time, end_time, state, nnodes, nodelist, job_name)
+                 VALUES (?1, ?1, ?2, ?3, 'COMPLETED', ?4, 'gpu001', ?5)",
+                params![id, start, end, nnodes, name],
+            )
+            .unwrap();
+        }
+        let hours = node_hours_of_jobs(&conn, "lemonade-validate", 3_200, 20_000).unwrap();
+        assert!((hours - 2.5).abs() < 1e-9, "{hours}");
     }
 }

@@ -451,4 +451,45 @@ mod tests {
         assert_eq!(db::samples::recent(&conn, "8", &[], 0).unwrap().len(), 3);
         assert_eq!(db::samples::count(&conn).unwrap(), 6);
     }
+
+    #[test]
+    fn validation_records_go_to_their_own_table_once_with_their_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("spool");
+        let mut conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let result = Record {
+            body: Body::Validation {
+                job_id: Some("70".into()),
+                sku: "H100x8".into(),
+                metrics: vec![lemonade_spool::ValidationMetric {
+                    metric: "avg_busbw".into(),
+                    value: 312.5,
+                }],
+                passed: false,
+                failing: vec!["avg_busbw 312.5<371 GB/s (learned)".into()],
+                criteria: "learned 1700000000".into(),
+            },
+            ..rec(2, "a")
+        };
+        lemonade_spool::write(&spool, "gpu001", &[rec(1, "a"), result], 1 << 20).unwrap();
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 2);
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 0);
+        assert_eq!(
+            db::spool::count(&conn).unwrap(),
+            1,
+            "only the event is a health row"
+        );
+        let last = db::validations::last_per_node(&conn).unwrap();
+        assert_eq!(last["gpu001"].job_id, "70");
+        assert_eq!(
+            last["gpu001"].failing,
+            ["avg_busbw 312.5<371 GB/s (learned)"]
+        );
+        let metrics = db::validations::latest_results(&conn, 0, false).unwrap();
+        assert_eq!(metrics.len(), 1);
+        assert_eq!(
+            (metrics[0].metric.as_str(), metrics[0].value),
+            ("avg_busbw", 312.5)
+        );
+    }
 }

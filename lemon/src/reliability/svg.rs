@@ -477,13 +477,24 @@ pub struct NodePoint {
 /// One metric's values over nodes as an empirical CDF of dots (the x axis
 /// spans the values, not from 0: a band a few percent wide must show),
 /// failing nodes marked and named, the band's bound a dashed line.
-pub fn distribution_chart(id: &str, title: &str, points: &[NodePoint], bound: Option<f64>) -> String {
+pub fn distribution_chart(
+    id: &str,
+    title: &str,
+    points: &[NodePoint],
+    bound: Option<f64>,
+) -> String {
     let mut sorted: Vec<&NodePoint> = points.iter().filter(|p| p.value.is_finite()).collect();
     sorted.sort_by(|a, b| a.value.total_cmp(&b.value));
     let values = sorted.iter().map(|p| p.value).chain(bound);
-    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)));
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+        (l.min(v), h.max(v))
+    });
     let pad = ((hi - lo) * 0.05).max(hi.abs() * 0.01).max(1e-9);
-    let (lo, hi) = if lo.is_finite() { (lo - pad, hi + pad) } else { (0.0, 1.0) };
+    let (lo, hi) = if lo.is_finite() {
+        (lo - pad, hi + pad)
+    } else {
+        (0.0, 1.0)
+    };
     let x = Axis::new(lo, hi, false, LEFT, WIDTH - RIGHT);
     let y = Axis::new(0.0, 1.0, false, HEIGHT - BOTTOM, TOP);
     let mut chart = Chart::open(id, title, x, y);

@@ -201,7 +201,12 @@ pub enum FleetBand {
 /// The band `values` (one per node, the fleet's latest passed results) set
 /// for another node of the SKU. The static floors are not folded in: the
 /// node applies its own, and so does [`judge_group`].
-pub fn fleet_band(settings: &ValidateSettings, sku: &str, metric: &str, values: &[f64]) -> FleetBand {
+pub fn fleet_band(
+    settings: &ValidateSettings,
+    sku: &str,
+    metric: &str,
+    values: &[f64],
+) -> FleetBand {
     let higher = match direction(settings, metric) {
         Some(Direction::HigherIsBetter) => true,
         Some(Direction::LowerIsBetter) => false,
@@ -551,13 +556,22 @@ mod tests {
             panic!("20 results learn a band");
         };
         // Median 401 of all 20; the 2% gap (8.02) beats 4 x sd.
-        assert!((band.min.unwrap() - (401.0 - 8.02)).abs() < 1e-9, "{band:?}");
-        assert_eq!(band.detail, "median 401 of 20 peers - 8.02 (min_gap 2% of the median)");
+        assert!(
+            (band.min.unwrap() - (401.0 - 8.02)).abs() < 1e-9,
+            "{band:?}"
+        );
+        assert_eq!(
+            band.detail,
+            "median 401 of 20 peers - 8.02 (min_gap 2% of the median)"
+        );
         assert_eq!(
             fleet_band(&s, "h100", "avg_busbw", &values[..5]),
             FleetBand::TooFew(5, false)
         );
-        assert_eq!(fleet_band(&s, "h100", "wrong_total", &values), FleetBand::NotLearned);
+        assert_eq!(
+            fleet_band(&s, "h100", "wrong_total", &values),
+            FleetBand::NotLearned
+        );
         let FleetBand::Learned(up) = fleet_band(&s, "h100", "p2p_latency", &[10.0; 9]) else {
             panic!("a latency band");
         };

@@ -21,7 +21,11 @@ pub fn reservation_of(node: &str) -> String {
 
 /// `sbatch`'s arguments for validating `node`; `reservation` is the node's
 /// own for a node returning from repair, else the configured one.
-pub fn sbatch_args(settings: &ValidateSettings, node: &str, reservation: Option<&str>) -> Vec<String> {
+pub fn sbatch_args(
+    settings: &ValidateSettings,
+    node: &str,
+    reservation: Option<&str>,
+) -> Vec<String> {
     let mut args = vec![
         "--parsable".to_string(),
         "--exclusive".into(),
@@ -29,7 +33,12 @@ pub fn sbatch_args(settings: &ValidateSettings, node: &str, reservation: Option<
         node.into(),
         format!("--job-name={}", settings.job_name),
     ];
-    args.extend(settings.partition.iter().map(|p| format!("--partition={p}")));
+    args.extend(
+        settings
+            .partition
+            .iter()
+            .map(|p| format!("--partition={p}")),
+    );
     args.extend(settings.qos.iter().map(|q| format!("--qos={q}")));
     args.extend(reservation.map(|r| format!("--reservation={r}")));
     args.extend([
@@ -50,7 +59,12 @@ pub fn submit(slurm: &SlurmCommands, args: &[String]) -> Result<String, CommandE
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = slurm.run("sbatch", &argv)?;
     let line = out.stdout.lines().next().unwrap_or_default();
-    Ok(line.split(';').next().unwrap_or_default().trim().to_string())
+    Ok(line
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string())
 }
 
 /// `%i|%n|%N`: the job id, the nodes it asked for (`-w`), the nodes it has.

@@ -144,8 +144,14 @@ mod tests {
                 "time.total <= 61.2 [learned: median 60 of 12 peers + 1.2 (min_gap 2% of the median)]",
             ]
         );
-        assert!(learned.bands.iter().all(|b| b.sku == "H100x8" && b.results == 12));
+        assert!(learned
+            .bands
+            .iter()
+            .all(|b| b.sku == "H100x8" && b.results == 12));
         let notes: Vec<String> = learned.too_few.iter().map(TooFew::text).collect();
-        assert_eq!(notes, ["A100x8 avg_busbw: no floor configured: 5 results of 8 needed"]);
+        assert_eq!(
+            notes,
+            ["A100x8 avg_busbw: no floor configured: 5 results of 8 needed"]
+        );
     }
 }

@@ -17,7 +17,9 @@
 //! * **Hazard**: incidents a day, the node's attributed failures shrunk
 //!   towards the fleet's rate: `(fails + r * D0) / (node_days + D0)` with
 //!   `r` the fleet's failures per node-day and `D0` = [`PRIOR_NODE_DAYS`],
-//!   so a node with little runtime is neither spotless nor doomed.
+//!   so a node with little runtime is neither spotless nor doomed. `r` is
+//!   at least [`MIN_RATE_PER_DAY`]: a fleet whose short history shows no
+//!   failure yet still wears, and its unvalidated nodes must still come up.
 //! * **Node-hours**: 24 a day for every node in service or ours to repair;
 //!   nodes down or drained by someone else bring none.
 
@@ -30,6 +32,11 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The fleet's rate weighs as much as this many node-days of a node's own
 /// history in its hazard.
 pub const PRIOR_NODE_DAYS: f64 = 30.0;
+
+/// The least fleet rate the hazard assumes: 1 incident per 1000 node-days
+/// (the reliability paper's clusters saw 5 to 7 hardware failures per 1000
+/// node-days).
+pub const MIN_RATE_PER_DAY: f64 = 0.001;
 
 /// What lemon.db knows of the nodes' validations and inventory.
 #[derive(Debug, Clone, Default)]
@@ -63,7 +70,7 @@ pub fn node_infos(
     let verdicts: BTreeMap<&str, _> = (scores.verdicts.iter())
         .map(|v| (v.signals.node.as_str(), v))
         .collect();
-    let rate_per_day = scores.fleet_rate_per_1000_node_days / 1000.0;
+    let rate_per_day = (scores.fleet_rate_per_1000_node_days / 1000.0).max(MIN_RATE_PER_DAY);
     slurm
         .nodes
         .values()
@@ -76,8 +83,14 @@ pub fn node_infos(
                 .filter(|&start| last.is_none_or(|l| l < start));
             let verdict = verdicts.get(name);
             let (score, hazard) = match verdict {
-                Some(v) if v.flagged => (1.0, hazard(v.signals.fails(), v.signals.node_days, rate_per_day)),
-                Some(v) => (1.0 - v.p_value, hazard(v.signals.fails(), v.signals.node_days, rate_per_day)),
+                Some(v) if v.flagged => (
+                    1.0,
+                    hazard(v.signals.fails(), v.signals.node_days, rate_per_day),
+                ),
+                Some(v) => (
+                    1.0 - v.p_value,
+                    hazard(v.signals.fails(), v.signals.node_days, rate_per_day),
+                ),
                 None => (0.0, rate_per_day),
             };
             let recently = now - i64::from(new_node_days) * 86_400;
@@ -111,7 +124,10 @@ fn hazard(fails: u32, node_days: f64, rate_per_day: f64) -> f64 {
 fn state_of(s: &sinfo::NodeState, reserved: bool) -> NodeState {
     let base = s.base();
     let words: Vec<&str> = base.split('+').collect();
-    let ours = matches!(owner(&s.reason), ReasonOwner::HealthCheck | ReasonOwner::Lemon);
+    let ours = matches!(
+        owner(&s.reason),
+        ReasonOwner::HealthCheck | ReasonOwner::Lemon
+    );
     if s.is_drain() || s.is_down() {
         return if ours && !s.is_down() {
             NodeState::DrainedForRepair
@@ -119,13 +135,18 @@ fn state_of(s: &sinfo::NodeState, reserved: bool) -> NodeState {
             NodeState::Other
         };
     }
-    if words.iter().any(|w| matches!(*w, "allocated" | "mixed" | "completing")) {
+    if words
+        .iter()
+        .any(|w| matches!(*w, "allocated" | "mixed" | "completing"))
+    {
         return NodeState::Allocated;
     }
     if s.in_service() {
         return NodeState::Idle;
     }
-    let parked = words.iter().all(|w| matches!(*w, "idle" | "maint" | "reserved"))
+    let parked = words
+        .iter()
+        .all(|w| matches!(*w, "idle" | "maint" | "reserved"))
         && s.flags().chars().all(|c| matches!(c, '$' | '-'))
         && (s.reason.is_empty() || ours);
     if reserved && parked {
@@ -137,7 +158,10 @@ fn state_of(s: &sinfo::NodeState, reserved: bool) -> NodeState {
 
 /// Whether a node brings its node-hours to the fleet's budget.
 fn counts_in_fleet(s: &sinfo::NodeState) -> bool {
-    let ours = matches!(owner(&s.reason), ReasonOwner::HealthCheck | ReasonOwner::Lemon | ReasonOwner::None);
+    let ours = matches!(
+        owner(&s.reason),
+        ReasonOwner::HealthCheck | ReasonOwner::Lemon | ReasonOwner::None
+    );
     !s.is_down() && (!s.is_drain() || ours)
 }
 
@@ -160,9 +184,24 @@ mod tests {
             ("idle", "", false, NodeState::Idle),
             ("mixed", "", false, NodeState::Allocated),
             ("allocated", "", false, NodeState::Allocated),
-            ("drained", "hc: XID_79 gpu3", false, NodeState::DrainedForRepair),
-            ("drained", "lemon: 4 failing jobs", false, NodeState::DrainedForRepair),
-            ("drained", "bad dimm, ticket 42 (bob)", false, NodeState::Other),
+            (
+                "drained",
+                "hc: XID_79 gpu3",
+                false,
+                NodeState::DrainedForRepair,
+            ),
+            (
+                "drained",
+                "lemon: 4 failing jobs",
+                false,
+                NodeState::DrainedForRepair,
+            ),
+            (
+                "drained",
+                "bad dimm, ticket 42 (bob)",
+                false,
+                NodeState::Other,
+            ),
             ("down*", "Not responding", false, NodeState::Other),
             ("maint", "", true, NodeState::Idle),
             ("idle$", "", true, NodeState::Idle),
@@ -171,7 +210,11 @@ mod tests {
             ("idle~", "", false, NodeState::Other),
         ];
         for (state, reason, reserved, want) in cases {
-            assert_eq!(state_of(&node("n", state, reason), reserved), want, "{state} {reason}");
+            assert_eq!(
+                state_of(&node("n", state, reason), reserved),
+                want,
+                "{state} {reason}"
+            );
         }
     }
 
@@ -179,7 +222,12 @@ mod tests {
     fn a_reserved_node_not_validated_since_is_returning_and_a_queued_one_is_never_picked() {
         let now = 1_800_000_000;
         let mut slurm = SlurmNow::default();
-        for (n, st) in [("n1", "maint"), ("n2", "maint"), ("n3", "idle"), ("n4", "idle")] {
+        for (n, st) in [
+            ("n1", "maint"),
+            ("n2", "maint"),
+            ("n3", "idle"),
+            ("n4", "idle"),
+        ] {
             slurm.nodes.insert(n.into(), node(n, st, ""));
         }
         slurm.reservations.insert("n1".into(), Some(now - 600));
@@ -194,7 +242,10 @@ mod tests {
         assert_eq!(by["n1"].returned_at, Some(now - 600));
         assert_eq!(by["n1"].state, NodeState::Idle);
         assert_eq!(by["n2"].returned_at, None);
-        assert!(!by["n2"].firmware_changed, "changed before its last validation");
+        assert!(
+            !by["n2"].firmware_changed,
+            "changed before its last validation"
+        );
         assert!(by["n3"].new_node);
         assert_eq!(by["n4"].state, NodeState::Other);
         assert!(infos.iter().all(|i| i.node_hours_per_day == 24.0));
@@ -206,6 +257,13 @@ mod tests {
         assert!((hazard(0, 0.0, 0.01) - 0.01).abs() < 1e-12);
         assert!((hazard(3, 30.0, 0.01) - 3.3 / 60.0).abs() < 1e-12);
         assert!((hazard(10, 1e6, 0.01) - 1e-5).abs() < 1e-6);
+        // A fleet without failures still wears: never-validated nodes carry risk.
+        let slurm = SlurmNow {
+            nodes: [("n1".to_string(), node("n1", "idle", ""))].into(),
+            ..SlurmNow::default()
+        };
+        let infos = node_infos(&slurm, &Remembered::default(), &scores_of(&[]), 7, 0);
+        assert_eq!(infos[0].hazard_per_day, MIN_RATE_PER_DAY);
     }
 
     fn scores_of(_nodes: &[&str]) -> Scores {

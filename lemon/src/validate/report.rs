@@ -38,7 +38,10 @@ impl Chart for SkuChart {
     fn svg(&self) -> String {
         svg::distribution_chart(
             &format!("validation-{}", self.sku),
-            &format!("{} on {} (latest validation per node)", self.metric, self.sku),
+            &format!(
+                "{} on {} (latest validation per node)",
+                self.metric, self.sku
+            ),
             &self.points,
             self.bound,
         )
@@ -57,7 +60,9 @@ pub fn load(conn: &Connection, settings: &ValidateSettings, now: i64) -> Result<
     );
     let latest = db::validations::latest_results(conn, since, false)?;
     Ok(ValidationView {
-        last: db::validations::last_per_node(conn)?.into_values().collect(),
+        last: db::validations::last_per_node(conn)?
+            .into_values()
+            .collect(),
         charts: charts(&latest, &learned, &settings.report_metric),
         learned,
         window_days: settings.window_days,
@@ -65,7 +70,11 @@ pub fn load(conn: &Connection, settings: &ValidateSettings, now: i64) -> Result<
 }
 
 /// One chart per SKU: `metric` where the SKU has it, else its first learned.
-fn charts(latest: &[db::validations::MetricResult], learned: &Learned, metric: &str) -> Vec<SkuChart> {
+fn charts(
+    latest: &[db::validations::MetricResult],
+    learned: &Learned,
+    metric: &str,
+) -> Vec<SkuChart> {
     let mut by_sku: BTreeMap<&str, Vec<&db::validations::MetricResult>> = BTreeMap::new();
     for r in latest {
         by_sku.entry(r.sku.as_str()).or_default().push(r);
@@ -76,7 +85,9 @@ fn charts(latest: &[db::validations::MetricResult], learned: &Learned, metric: &
         let chosen = if rows.iter().any(|r| r.metric == metric) {
             Some(metric.to_string())
         } else {
-            (learned.bands.iter()).find(|b| b.sku == sku).map(|b| b.metric.clone())
+            (learned.bands.iter())
+                .find(|b| b.sku == sku)
+                .map(|b| b.metric.clone())
         };
         let Some(chosen) = chosen else { continue };
         out.push(SkuChart {
@@ -113,7 +124,10 @@ pub fn section(view: &ValidationView) -> Section<'static> {
         .left("SKU", 0)
         .left("result", 0)
         .left("first failing metric", 0);
-    for v in &view.last {
+    // Failing nodes first: they are what the reader looks for.
+    let mut last: Vec<&LastValidation> = view.last.iter().collect();
+    last.sort_by_key(|v| v.passed);
+    for v in last {
         table.row([
             Span::Code(v.node.clone()),
             db::fmt_time(v.at).into(),
@@ -148,7 +162,10 @@ fn bands_block(learned: &Learned, window_days: u32) -> Block<'static> {
     let mut by_sku: BTreeMap<&str, Item> = BTreeMap::new();
     for b in &learned.bands {
         let sku = by_sku.entry(b.sku.as_str()).or_insert_with(|| {
-            Item::text(format!("{} ({} nodes' latest passed results)", b.sku, b.results))
+            Item::text(format!(
+                "{} ({} nodes' latest passed results)",
+                b.sku, b.results
+            ))
         });
         sku.children.push(Item::text(b.text()));
     }
@@ -196,12 +213,19 @@ pub fn step_section(r: &StepReport) -> Section<'static> {
         s.push(Block::List(items));
     }
     if !r.queued.is_empty() {
-        s.push(Paragraph::plain(format!("Already queued: {}.", r.queued.join(" "))));
+        s.push(Paragraph::plain(format!(
+            "Already queued: {}.",
+            r.queued.join(" ")
+        )));
     }
     if !r.deferred.is_empty() {
         let shown: Vec<&str> = r.deferred.iter().take(20).map(String::as_str).collect();
         let more = r.deferred.len() - shown.len();
-        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
         s.push(Paragraph::plain(format!(
             "Deferred for lack of budget, most urgent first: {}{more}.",
             shown.join(" ")
