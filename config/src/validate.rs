@@ -76,10 +76,89 @@ pub struct ValidateSettings {
     /// The metric the HTML report charts per SKU (its first learned metric
     /// where a SKU has no result of this one).
     pub report_metric: String,
+    /// The suite `healthcheck validate` runs on a node. Empty: the default
+    /// suite ([`default_suite`]), whose tools a node may lack; a missing
+    /// tool is reported as not run, never as a pass.
+    pub benchmark: Vec<Benchmark>,
+    /// After a clean check following a repair's reboot, the node is resumed
+    /// inside a reservation of ours and takes no user job until it passes
+    /// validation. Default: on when `[[validate.benchmark]]` is configured.
+    pub after_repair: Option<bool>,
+    /// How long that reservation holds the node (minutes): the validation
+    /// job must run within it; past it the node takes jobs again.
+    pub reservation_minutes: u64,
+    /// A criteria file (`validate-criteria.json` in the spool directory)
+    /// older than this (hours) is ignored, and the run says so.
+    pub criteria_max_age_hours: f64,
     /// The node's SKU, when the one computed from its GPU and HCA models
     /// (`validate::sku`, e.g. `H100x8+ConnectX-7x8`) does not suit: set it
     /// in a node's override to group nodes the names would split.
     pub sku: Option<String>,
+}
+
+/// `[[validate.benchmark]]`: one program of the suite and how to read it.
+///
+/// In `argv`, `{gpus}` stands for the node's GPU count and `{hca}` for the
+/// HCA of a `per_hca` entry.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Benchmark {
+    /// Its name in the output and the node database (`all_reduce`).
+    pub name: String,
+    /// The program and its arguments, never a shell string.
+    pub argv: Vec<String>,
+    /// The parser of its output: `nccl-tests`, `nvbandwidth`, `perftest`,
+    /// `dcgmi-diag` or `gpu-burn`.
+    pub parser: String,
+    /// Killed (with everything it started) past this many seconds.
+    pub timeout_s: u64,
+    /// Environment set for it, on top of ours.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Appended to each metric's name after a dot, for a second benchmark
+    /// with the same parser (`avg_busbw.all_gather`).
+    pub suffix: Option<String>,
+    /// Run once per RDMA device (`{hca}`), each metric's name ending in
+    /// `.<hca>`.
+    pub per_hca: bool,
+    /// A server started before `argv` and waited for after it (perftest's
+    /// loopback: `ib_write_bw -d {hca}` then `ib_write_bw -d {hca} localhost`).
+    pub server_argv: Vec<String>,
+}
+
+/// The suite when none is configured: the tools GPU sites run.
+pub fn default_suite() -> Vec<Benchmark> {
+    let argv = |words: &[&str]| words.iter().map(|w| w.to_string()).collect();
+    let nccl = |program: &str| argv(&[program, "-b", "8", "-e", "8G", "-f", "2", "-g", "{gpus}"]);
+    let bench = |name: &str, argv: Vec<String>, parser: &str, timeout_s| Benchmark {
+        name: name.into(),
+        argv,
+        parser: parser.into(),
+        timeout_s,
+        ..Benchmark::default()
+    };
+    let perftest = ["ib_write_bw", "-d", "{hca}", "--report_gbits", "-F"];
+    let mut client: Vec<String> = argv(&perftest);
+    client.push("localhost".into());
+    vec![
+        bench(
+            "dcgmi_diag",
+            argv(&["dcgmi", "diag", "-r", "2", "-j"]),
+            "dcgmi-diag",
+            900,
+        ),
+        bench("all_reduce", nccl("all_reduce_perf"), "nccl-tests", 600),
+        Benchmark {
+            suffix: Some("all_gather".into()),
+            ..bench("all_gather", nccl("all_gather_perf"), "nccl-tests", 600)
+        },
+        bench("nvbandwidth", argv(&["nvbandwidth"]), "nvbandwidth", 600),
+        Benchmark {
+            per_hca: true,
+            server_argv: argv(&perftest),
+            ..bench("ib_write_bw", client, "perftest", 120)
+        },
+        bench("gpu_burn", argv(&["gpu_burn", "60"]), "gpu-burn", 300),
+    ]
 }
 
 /// `[[validate.floor]]`: a fixed bound on one metric, for one SKU or all.
@@ -107,6 +186,7 @@ impl Default for ValidateSettings {
             // gpu-burn, nvbandwidth (its test names end in `_ce`/`_sm`).
             higher_is_better: names(&[
                 "avg_busbw",
+                "avg_busbw.*",
                 "busbw.*",
                 "bw_peak.*",
                 "bw_average.*",
@@ -119,8 +199,11 @@ impl Default for ValidateSettings {
             lower_is_better: names(&["*latency*", "time.*", "*_time*"]),
             must_be_zero: names(&[
                 "wrong_total",
+                "wrong_total.*",
                 "wrong.*",
                 "out_of_bounds",
+                "out_of_bounds.*",
+                "tests_failed",
                 "gpus_faulty",
                 "faulty.*",
                 "errors.*",
@@ -139,12 +222,30 @@ impl Default for ValidateSettings {
             healthcheck_path: "/usr/bin/healthcheck".into(),
             new_node_days: 7,
             report_metric: "avg_busbw".into(),
+            benchmark: Vec::new(),
+            after_repair: None,
+            reservation_minutes: 240,
+            criteria_max_age_hours: 48.0,
             sku: None,
         }
     }
 }
 
 impl ValidateSettings {
+    /// The suite a node runs: the configured one, else [`default_suite`].
+    pub fn suite(&self) -> Vec<Benchmark> {
+        if self.benchmark.is_empty() {
+            default_suite()
+        } else {
+            self.benchmark.clone()
+        }
+    }
+
+    /// Whether a repaired node waits for validation before user jobs.
+    pub fn gates_repair(&self) -> bool {
+        self.after_repair.unwrap_or(!self.benchmark.is_empty())
+    }
+
     /// The settings' own consistency, for `lemon` to refuse before judging.
     pub fn check(&self) -> Result<(), String> {
         if self.min_results < 2 {
@@ -215,6 +316,24 @@ impl ValidateSettings {
                 ));
             }
         }
+        for b in &self.benchmark {
+            if b.name.is_empty() || b.argv.is_empty() || b.parser.is_empty() || b.timeout_s == 0 {
+                return Err(format!(
+                    "[[validate.benchmark]] name = {:?}: needs a name, an argv, a parser and a \
+                     timeout_s above 0",
+                    b.name
+                ));
+            }
+        }
+        if self.reservation_minutes == 0 {
+            return Err("[validate] reservation_minutes = 0: at least 1".to_string());
+        }
+        if !(self.criteria_max_age_hours.is_finite() && self.criteria_max_age_hours > 0.0) {
+            return Err(format!(
+                "[validate] criteria_max_age_hours = {}: a positive number",
+                self.criteria_max_age_hours
+            ));
+        }
         for f in &self.floor {
             if f.metric.is_empty() || (f.min.is_none() && f.max.is_none()) {
                 return Err(format!(
@@ -224,6 +343,34 @@ impl ValidateSettings {
             }
         }
         Ok(())
+    }
+}
+
+/// A metric name pattern of `[validate]`: `*` matches any run of
+/// characters (none included); the rest literally.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+impl ValidateSettings {
+    /// Whether `metric` is a count that must be 0 whatever the fleet does.
+    pub fn is_must_be_zero(&self, metric: &str) -> bool {
+        self.must_be_zero.iter().any(|p| glob_match(p, metric))
     }
 }
 
@@ -244,6 +391,46 @@ mod tests {
         assert_eq!(cfg.validate.floor[0].min, Some(350.0));
         assert_eq!(cfg.validate.spread_k, 4.0);
         cfg.validate.check().unwrap();
+    }
+
+    #[test]
+    fn a_configured_suite_replaces_the_defaults_and_gates_repairs() {
+        let text = r#"
+            [[validate.benchmark]]
+            name = "all_reduce"
+            argv = ["/opt/nccl-tests/all_reduce_perf", "-g", "{gpus}"]
+            parser = "nccl-tests"
+            timeout_s = 300
+            env = { NCCL_DEBUG = "WARN" }
+        "#;
+        let cfg: crate::Config = toml::from_str(text).unwrap();
+        cfg.validate.check().unwrap();
+        assert_eq!(cfg.validate.suite().len(), 1);
+        assert!(cfg.validate.gates_repair());
+        let none = super::ValidateSettings::default();
+        assert!(
+            !none.gates_repair(),
+            "the default suite does not gate repairs"
+        );
+        let names: Vec<String> = none.suite().into_iter().map(|b| b.name).collect();
+        assert_eq!(
+            names,
+            [
+                "dcgmi_diag",
+                "all_reduce",
+                "all_gather",
+                "nvbandwidth",
+                "ib_write_bw",
+                "gpu_burn"
+            ]
+        );
+        let bad: crate::Config =
+            toml::from_str("[[validate.benchmark]]\nname = \"x\"\nargv = []\n").unwrap();
+        assert!(bad
+            .validate
+            .check()
+            .unwrap_err()
+            .contains("needs a name, an argv"));
     }
 
     #[test]

@@ -68,25 +68,8 @@ pub fn direction(settings: &ValidateSettings, metric: &str) -> Option<Direction>
     }
 }
 
-/// `*` matches any run of characters (none included); the rest literally.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = name.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        return rest.is_empty();
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
-}
+// The node judges must-be-zero counts by the same patterns: one matcher, in config.
+pub use lemonade_config::glob_match;
 
 /// Which rule a band comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
