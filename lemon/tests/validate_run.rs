@@ -289,6 +289,24 @@ fn a_run_that_refuses_to_act_on_a_stale_history_holds_every_validation_job() {
 }
 
 #[test]
+fn a_submission_that_slurm_refuses_is_reported_and_the_run_exits_2() {
+    let site = Site::new();
+    let sbatch = site.path("bin/sbatch");
+    std::fs::write(
+        &sbatch,
+        "#!/bin/sh\necho 'sbatch: error: Invalid partition name specified' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let out = site.lemon(&["run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("gpu0002: submission failed:") && stdout.contains("Invalid partition name"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn the_report_shows_each_nodes_last_validation_the_bands_and_a_chart_marking_failing_nodes() {
     let site = Site::new();
     assert_eq!(site.lemon(&["run", "--dry-run"]).status.code(), Some(0));

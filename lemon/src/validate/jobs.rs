@@ -11,13 +11,9 @@ use lemonade_slurm::hostlist;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The per-node reservation the node's repair loop puts a rebooted or
-/// repaired node in (Users=root, MAINT): only the validation job runs there.
-pub const RESERVATION_PREFIX: &str = "lemonade_validate_";
-
-/// `lemonade_validate_<node>`.
-pub fn reservation_of(node: &str) -> String {
-    format!("{RESERVATION_PREFIX}{node}")
-}
+/// repaired node in (Users=root, MAINT): only the validation job runs
+/// there. Its name's owner is the slurm crate's `node_state`.
+pub use lemonade_slurm::node_state::validation_reservation as reservation_of;
 
 /// `sbatch`'s arguments for validating `node`; `reservation` is the node's
 /// own for a node returning from repair, else the configured one.
@@ -116,7 +112,8 @@ pub fn parse_reservations(text: &str) -> BTreeMap<String, Option<i64>> {
             line.split_whitespace()
                 .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
         };
-        let Some(node) = field("ReservationName").and_then(|n| n.strip_prefix(RESERVATION_PREFIX))
+        let prefix = reservation_of("");
+        let Some(node) = field("ReservationName").and_then(|n| n.strip_prefix(prefix.as_str()))
         else {
             continue;
         };
