@@ -53,6 +53,22 @@ pub fn insert(conn: &Connection, v: &NewValidation) -> Result<u64> {
     Ok(1)
 }
 
+/// Deletes the results older than `older_than`, except each node's latest
+/// (the selector's "last validated"). Returns the results gone.
+pub fn prune(conn: &Connection, older_than: i64) -> Result<u64> {
+    let old = "SELECT id FROM validations v WHERE at < ?1
+               AND at < (SELECT max(at) FROM validations w WHERE w.node = v.node)";
+    conn.execute(
+        &format!("DELETE FROM validation_metrics WHERE validation IN ({old})"),
+        [older_than],
+    )?;
+    let gone = conn.execute(
+        &format!("DELETE FROM validations WHERE id IN ({old})"),
+        [older_than],
+    )?;
+    Ok(gone as u64)
+}
+
 /// A node's latest validation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LastValidation {
@@ -233,6 +249,11 @@ mod tests {
             .map(|r| (r.node.as_str(), r.value, r.passed))
             .collect();
         assert_eq!(seen, [("gpu001", 460.0, true), ("gpu002", 300.0, false)]);
+
+        // Pruning keeps each node's latest, however old.
+        assert_eq!(prune(&conn, 2200).unwrap(), 2);
+        assert_eq!(latest_results(&conn, 0, false).unwrap().len(), 4);
+        assert_eq!(prune(&conn, 10_000).unwrap(), 0);
 
         let last = last_per_node(&conn).unwrap();
         assert_eq!(last["gpu002"].at, 2500);

@@ -51,8 +51,14 @@ pub fn ingest_dir(conn: &mut Connection, dir: &Path) -> Result<IngestStats> {
         now - SAMPLES_KEPT_AFTER_END,
         now - SAMPLES_KEPT_AT_MOST,
     )?;
+    db::validations::prune(conn, now - VALIDATIONS_KEPT)?;
     Ok(stats)
 }
+
+/// Validation results are kept a year (each node's latest for ever): far
+/// more than the bands learn from (`[validate] window_days`), enough to
+/// look back at a node's history.
+pub const VALIDATIONS_KEPT: i64 = 365 * 86_400;
 
 /// How long a job's samples stay after its end on the node: long enough for
 /// a `lemon watch` poll that is still looking at it, and no longer.
