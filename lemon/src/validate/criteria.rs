@@ -35,6 +35,11 @@
 //! (`[[validate.floor]]`) apply to every node, and they are the only rule
 //! while a SKU has fewer than `min_results` results for the metric: a fleet
 //! that learned a regression as normal still meets the floor.
+//!
+//! `lemon validate judge` judges each node against the others
+//! ([`judge_group`]); `lemon run` publishes, for the nodes validated next,
+//! the band of all the fleet's results ([`fleet_band`]: the same rule, the
+//! judged node not among the peers).
 
 use lemonade_config::{FloorRule, ValidateSettings};
 use serde::Serialize;
