@@ -53,6 +53,55 @@ pub fn run_any_status(
     run_to_end(argv, input, timeout, true)
 }
 
+/// A program whose output was kept up to a cap, whatever its status.
+#[derive(Debug)]
+pub struct Captured {
+    pub stdout: Vec<u8>,
+    /// The last 200 characters of its stderr.
+    pub stderr_tail: String,
+    /// Its exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub elapsed: Duration,
+    /// Its stdout or stderr was longer than the cap; the head was kept.
+    pub truncated: bool,
+}
+
+/// Runs `argv` with `env` added to ours, keeping at most `max_output`
+/// bytes of each stream: for a benchmark, whose exit status and output are
+/// judged by the caller. `could not start` and the deadline are errors.
+pub fn run_capped(
+    argv: &[String],
+    env: &[(String, String)],
+    timeout: Duration,
+    max_output: usize,
+) -> Result<Captured, RunError> {
+    let Some(program) = argv.first() else {
+        return Err(RunError::EmptyCommand);
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(&argv[1..]);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    let streams = Streams::CaptureUpTo(max_output);
+    let done = bounded::run(cmd, None, streams, timeout).map_err(|e| match e {
+        BoundedError::Spawn { source, .. } => RunError::Spawn(source),
+        BoundedError::Timeout { .. } => RunError::Deadline(timeout),
+    })?;
+    Ok(Captured {
+        stderr_tail: tail(&done.stderr),
+        stdout: done.stdout,
+        code: done.status.code(),
+        elapsed: done.elapsed,
+        truncated: done.truncated,
+    })
+}
+
+/// The last 200 characters of `stderr`, trimmed.
+fn tail(stderr: &[u8]) -> String {
+    let stderr = String::from_utf8_lossy(stderr);
+    let chars: Vec<char> = stderr.trim().chars().collect();
+    chars[chars.len().saturating_sub(200)..].iter().collect()
+}
+
 fn run_to_end(
     argv: &[String],
     input: &[u8],
@@ -75,18 +124,8 @@ fn run_to_end(
             code: done.status.code(),
         });
     }
-    let stderr = String::from_utf8_lossy(&done.stderr);
-    let stderr_tail: String = stderr
-        .trim()
-        .chars()
-        .rev()
-        .take(200)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
     Err(RunError::Failed {
         status: done.status,
-        stderr_tail,
+        stderr_tail: tail(&done.stderr),
     })
 }

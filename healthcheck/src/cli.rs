@@ -190,9 +190,14 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// Parse a saved output: KIND is nccl-tests, nvbandwidth, perftest,
-    /// dcgmi-diag or gpu-burn; FILE is not followed if a symlink.
-    #[arg(long, num_args = 2, value_names = ["KIND", "FILE"], required = true)]
+    /// dcgmi-diag or gpu-burn; FILE is not followed if a symlink. Without
+    /// it: run the `[validate]` suite on this node, judge it, and drain or
+    /// resume the node by the verdict (exit 0 pass, 2 fail, 3 unknown).
+    #[arg(long, num_args = 2, value_names = ["KIND", "FILE"])]
     pub parse: Vec<String>,
+    /// The Slurm job the suite runs in (recorded with the results).
+    #[arg(long, env = "SLURM_JOB_ID")]
+    pub job_id: Option<String>,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
 }
@@ -338,6 +343,12 @@ mod tests {
         assert_eq!(args.parse, ["nccl-tests", "/tmp/out.txt"]);
         assert_eq!(args.format, Format::Json);
         assert!(Cli::try_parse_from(words("healthcheck validate --parse nccl-tests")).is_err());
+        let cli = Cli::try_parse_from(words("healthcheck validate --dry-run --job-id 7")).unwrap();
+        let Some(Command::Validate(args)) = cli.command else {
+            panic!("validate runs the suite without --parse");
+        };
+        assert!(args.parse.is_empty() && cli.global.dry_run);
+        assert_eq!(args.job_id.as_deref(), Some("7"));
     }
 
     #[test]

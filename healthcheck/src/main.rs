@@ -52,6 +52,7 @@ fn dispatch(cli: Cli) -> Result<u8> {
             run(&global, args, Trigger::Manual)
         }
         Some(Command::List) => list(&global),
+        Some(Command::Validate(args)) if args.parse.is_empty() => validate_node(&global, args),
         Some(Command::Validate(args)) => {
             let [kind, file] = args.parse.as_slice() else {
                 anyhow::bail!("--parse takes KIND FILE");
@@ -157,6 +158,30 @@ fn periodic_args() -> RunArgs {
         apply_policy: true,
         now: None,
     }
+}
+
+/// `healthcheck validate` without `--parse`: the suite on this node.
+fn validate_node(global: &GlobalArgs, args: healthcheck::cli::ValidateArgs) -> Result<u8> {
+    let node = node_name(global)?;
+    let config = load_config(global, &node).context("cannot read the config")?;
+    config
+        .validate
+        .check()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", global.config.display()))?;
+    let root = NodeRoot::new(&global.root);
+    let live = global.root == std::path::Path::new("/");
+    let request = validate::run::Request {
+        config: &config,
+        root: &root,
+        node: &node,
+        job_id: args.job_id,
+        dry_run: global.dry_run || config.policy.dry_run,
+        record: live || global.use_store,
+        now: chrono::Utc::now().timestamp(),
+    };
+    let report = validate::run::run(&request);
+    print!("{}", validate::run::render(&report, args.format));
+    Ok(report.exit_code())
 }
 
 fn load_config(

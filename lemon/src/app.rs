@@ -14,6 +14,7 @@ use crate::reliability;
 use crate::reliability::cli::EttrArgs;
 use crate::report::{self, Report};
 use crate::signals::{self, SignalParams};
+use crate::validate;
 use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::node_state::{NodeWriter, StateCommand};
@@ -182,6 +183,7 @@ fn run_cmd(ctx: &App, args: &RunArgs) -> Result<u8> {
         now: ctx.now,
     };
     let acted = act::act(&conn, &scores, &params, refuse.clone())?;
+    let validation = validation_step(ctx, &conn, &scores, &sources, args.dry_run, &refuse, &acted)?;
     let mut rep = Report::new(
         &scores,
         ctx.cfg.lemon.window_days,
@@ -193,12 +195,47 @@ fn run_cmd(ctx: &App, args: &RunArgs) -> Result<u8> {
     .with_firmware(&conn)?;
     rep.ingest = Some(&ing);
     rep.actions = Some(&acted);
+    rep.validation_step = validation.as_ref();
     print!("{}", rep.render(args.format));
     if let Some(r) = &refuse {
         eprintln!("lemon: nothing drained: {r}");
     }
     ctx.keep_log_short(&conn)?;
-    Ok(run_exit_code(refuse.is_some(), &acted))
+    let failed_submission = validation.as_ref().is_some_and(|v| v.failed());
+    Ok(run_exit_code(refuse.is_some() || failed_submission, &acted))
+}
+
+/// The validation step of `lemon run` (issue 31), when `[validate]
+/// enabled`: nothing is submitted after a refused ingest or a tripped
+/// breaker.
+fn validation_step(
+    ctx: &App,
+    conn: &Connection,
+    scores: &Scores,
+    sources: &Sources,
+    dry_run: bool,
+    refuse: &Option<String>,
+    acted: &act::ActReport,
+) -> Result<Option<validate::step::StepReport>> {
+    let settings = &ctx.cfg.validate;
+    if !settings.enabled {
+        return Ok(None);
+    }
+    settings.check().map_err(LemonError::Usage)?;
+    let hold = refuse.clone().or_else(|| {
+        (acted.breaker_tripped)
+            .then(|| format!("circuit breaker tripped (cap {} drains)", acted.breaker_cap))
+    });
+    let params = validate::step::StepParams {
+        settings,
+        slurm: &ctx.slurm,
+        scores,
+        spool_dir: sources.spool_dir.as_deref(),
+        dry_run,
+        hold,
+        now: ctx.now,
+    };
+    Ok(Some(validate::step::run(conn, &params)?))
 }
 
 /// `lemon run`'s exit code: 2 when it refused, the breaker tripped or a
@@ -234,6 +271,7 @@ fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
         .with_firmware(&conn)?
         .with_watch_detections(&conn)?
         .with_drift(&conn)?
+        .with_validations(&conn, &ctx.cfg.validate)?
         .render(args.format)
     };
     emit(args.reliability_args.output.as_deref(), &out)?;

@@ -62,6 +62,12 @@ pub struct Report<'a> {
     /// The nodes whose versions differ from their SKU's (issue 34).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::DriftReport>,
+    /// `lemon run`'s validation step (issue 31), when enabled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation_step: Option<&'a crate::validate::step::StepReport>,
+    /// Each node's last validation and the fleet's bands (issue 31).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validations: Option<crate::validate::report::ValidationView>,
 }
 
 impl<'a> Report<'a> {
@@ -102,7 +108,23 @@ impl<'a> Report<'a> {
             firmware: BTreeMap::new(),
             watch_detections: Vec::new(),
             drift: None,
+            validation_step: None,
+            validations: None,
         }
+    }
+
+    /// Adds each node's last validation and the fleet's bands per SKU,
+    /// when the site validates (`[validate] enabled`) or has results.
+    pub fn with_validations(
+        mut self,
+        conn: &Connection,
+        settings: &lemonade_config::ValidateSettings,
+    ) -> Result<Self> {
+        let view = crate::validate::report::load(conn, settings, self.generated_at)?;
+        if settings.enabled || !view.last.is_empty() {
+            self.validations = Some(view);
+        }
+        Ok(self)
     }
 
     /// Adds the version drift within each SKU, from the inventory in `conn`.
@@ -163,11 +185,13 @@ impl<'a> Report<'a> {
     pub fn document(&self) -> Document<'static> {
         let mut sections = vec![self.flagged_section(), self.nodes_section()];
         sections.extend(self.actions.map(actions_section));
+        sections.extend((self.validation_step).map(crate::validate::report::step_section));
         sections.push(self.history_section());
         if !self.watch_detections.is_empty() {
             sections.push(crate::watch::report::section(&self.watch_detections));
         }
         sections.extend(self.drift.as_ref().map(crate::drift::section));
+        sections.extend((self.validations.as_ref()).map(crate::validate::report::section));
         Document {
             title: "Lemon report".into(),
             preamble: self.preamble(),

@@ -25,6 +25,11 @@ pub enum Streams {
     /// Read into [`Finished`], on threads of their own so that a full pipe
     /// never blocks the program.
     Capture,
+    /// As `Capture`, keeping at most this many bytes of each stream (the
+    /// rest is read and dropped, so the program never blocks on a full
+    /// pipe); [`Finished::truncated`] says so. For programs whose output
+    /// is not ours to bound (benchmarks).
+    CaptureUpTo(usize),
     /// Left to ours. No thread is started: the SPANK plugin runs programs
     /// from slurmstepd, where it keeps its footprint small.
     Inherit,
@@ -39,6 +44,8 @@ pub struct Finished {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
     pub elapsed: Duration,
+    /// A stream was longer than [`Streams::CaptureUpTo`]'s cap.
+    pub truncated: bool,
 }
 
 /// Why a program did not end by itself.
@@ -64,8 +71,12 @@ pub fn run(
     let start = Instant::now();
     let program = cmd.get_program().to_string_lossy().into_owned();
     let out = || match streams {
-        Streams::Capture => Stdio::piped(),
+        Streams::Capture | Streams::CaptureUpTo(_) => Stdio::piped(),
         Streams::Inherit => Stdio::inherit(),
+    };
+    let cap = match streams {
+        Streams::CaptureUpTo(max) => max,
+        _ => usize::MAX,
     };
     cmd.stdin(input.map_or_else(Stdio::null, |_| Stdio::piped()))
         .stdout(out())
@@ -82,8 +93,8 @@ pub fn run(
             let _ = stdin.write_all(&input);
         });
     }
-    let stdout = child.stdout.take().map(drain);
-    let stderr = child.stderr.take().map(drain);
+    let stdout = child.stdout.take().map(|pipe| drain(pipe, cap));
+    let stderr = child.stderr.take().map(|pipe| drain(pipe, cap));
     let group = Pid::from_raw(child.id() as i32);
     let status = wait_until(&mut child, start + timeout);
     // Whatever the program left in its group goes too: at the deadline, the
@@ -94,25 +105,34 @@ pub fn run(
         return Err(BoundedError::Timeout { program, timeout });
     };
     let left = || timeout.saturating_sub(start.elapsed());
-    let collect = |rx: Option<Receiver<Vec<u8>>>| {
+    let collect = |rx: Option<Receiver<(Vec<u8>, bool)>>| {
         rx.and_then(|rx| rx.recv_timeout(left()).ok())
             .unwrap_or_default()
     };
+    let (stdout, cut_out) = collect(stdout);
+    let (stderr, cut_err) = collect(stderr);
     Ok(Finished {
         status,
-        stdout: collect(stdout),
-        stderr: collect(stderr),
+        stdout,
+        stderr,
         elapsed: start.elapsed(),
+        truncated: cut_out || cut_err,
     })
 }
 
-/// Reads a pipe to its end on a thread; the receiver gets it all at once.
-fn drain(mut pipe: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
+/// Reads a pipe to its end on a thread, keeping its first `cap` bytes; the
+/// receiver gets them at once, and whether more came.
+fn drain(pipe: impl Read + Send + 'static, cap: usize) -> Receiver<(Vec<u8>, bool)> {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
-        let mut all = Vec::new();
-        let _ = pipe.read_to_end(&mut all);
-        let _ = tx.send(all);
+        let mut kept = Vec::new();
+        let mut pipe = pipe;
+        let _ = (&mut pipe)
+            .take(cap.try_into().unwrap_or(u64::MAX))
+            .read_to_end(&mut kept);
+        // Past the cap: read on and drop, so the program is never blocked.
+        let more = std::io::copy(&mut pipe, &mut std::io::sink()).unwrap_or(0);
+        let _ = tx.send((kept, more > 0));
     });
     rx
 }
@@ -162,6 +182,19 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
         }
         !alive(pid)
+    }
+
+    #[test]
+    fn a_capped_capture_keeps_the_head_and_says_it_was_cut() {
+        let script = "head -c 100000 /dev/zero; echo end >&2";
+        let capped = Streams::CaptureUpTo(1000);
+        let done = run(sh(script), None, capped, Duration::from_secs(10)).unwrap();
+        assert!(done.status.success());
+        assert_eq!(done.stdout.len(), 1000);
+        assert_eq!(done.stderr, b"end\n");
+        assert!(done.truncated);
+        let done = run(sh("echo short"), None, capped, Duration::from_secs(10)).unwrap();
+        assert!(!done.truncated && done.stdout == b"short\n");
     }
 
     #[test]

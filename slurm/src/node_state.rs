@@ -93,6 +93,28 @@ impl StateCommand {
         .setting(reason)
     }
 
+    /// `scontrol create reservation ReservationName=NAME Nodes=N
+    /// StartTime=now Duration=M Users=root Flags=MAINT,IGNORE_JOBS`: the
+    /// node takes only root's jobs (the validation job) until `M` minutes
+    /// pass or the reservation is deleted.
+    pub fn reserve(name: &str, node: &str, minutes: u64, users: &str) -> Self {
+        StateCommand::of(&[
+            "create",
+            "reservation",
+            &format!("ReservationName={name}"),
+            &format!("Nodes={node}"),
+            "StartTime=now",
+            &format!("Duration={minutes}"),
+            &format!("Users={users}"),
+            "Flags=MAINT,IGNORE_JOBS",
+        ])
+    }
+
+    /// `scontrol delete ReservationName=NAME`.
+    pub fn unreserve(name: &str) -> Self {
+        StateCommand::of(&["delete", &format!("ReservationName={name}")])
+    }
+
     fn of(args: &[&str]) -> Self {
         StateCommand {
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -108,6 +130,23 @@ impl StateCommand {
     /// The arguments after `scontrol`.
     pub fn args(&self) -> &[String] {
         &self.args
+    }
+}
+
+/// The reservation that holds a node for its validation after a repair:
+/// created by the node's repair loop, used by lemon's validation job
+/// (`sbatch --reservation`), deleted by `healthcheck validate`.
+pub fn validation_reservation(node: &str) -> String {
+    format!("lemonade_validate_{node}")
+}
+
+/// Whether the reservation `name` exists (`scontrol show reservation
+/// NAME`; Slurm answers `Reservation NAME not found` and exits 1 when not).
+pub fn reservation_exists(cmds: &SlurmCommands, name: &str) -> Result<bool, CommandError> {
+    match cmds.run("scontrol", &["show", "reservation", name]) {
+        Ok(out) => Ok(!out.stdout.contains("not found")),
+        Err(CommandError::Failed { stderr, .. }) if stderr.contains("not found") => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -143,6 +143,29 @@ pub fn is_ours_remarked(current: &str, reason: &str) -> bool {
     }
 }
 
+/// The code of a drain for a failed validation (issue 31).
+pub const VALIDATE_CODE: &str = "VALIDATE";
+
+/// `hc: VALIDATE avg_busbw 312<371 (learned)`, then `; +N more` for the
+/// other failures: the first failing metric starts within the 20
+/// characters `sinfo -R` shows. Within [`MAX_REASON_BYTES`].
+pub fn validate(failing: &[String]) -> String {
+    let Some(first) = failing.first() else {
+        return format!("{HEALTHCHECK_PREFIX} {VALIDATE_CODE}");
+    };
+    let mut s = format!("{HEALTHCHECK_PREFIX} {VALIDATE_CODE} {first}");
+    if failing.len() > 1 {
+        s.push_str(&format!("; +{} more", failing.len() - 1));
+    }
+    truncate(&s)
+}
+
+/// Whether `reason` is a failed validation's drain ([`validate`]).
+pub fn is_validate(reason: &str) -> bool {
+    let parsed = parse(reason);
+    parsed.owner == ReasonOwner::HealthCheck && parsed.code == Some(VALIDATE_CODE)
+}
+
 /// A reason read back: who set it and, for ours, what it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parsed<'a> {
@@ -207,6 +230,21 @@ pub fn code_of(reason: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_validation_reason_names_the_first_failure_within_20_characters() {
+        let failing = vec![
+            "avg_busbw 312<371 (learned)".to_string(),
+            "gpus_faulty 1 (must be 0)".to_string(),
+        ];
+        let reason = validate(&failing);
+        assert_eq!(reason, "hc: VALIDATE avg_busbw 312<371 (learned); +1 more");
+        assert!(reason[..20].contains("avg_bus"));
+        assert!(is_validate(&reason));
+        assert!(!is_validate("hc: XID_79 gpu3") && !is_validate("VALIDATE by hand"));
+        let long = validate(&["x".repeat(400)]);
+        assert!(long.len() <= MAX_REASON_BYTES && is_validate(&long));
+    }
 
     #[test]
     fn classifies_reasons_by_prefix() {

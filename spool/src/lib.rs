@@ -128,6 +128,32 @@ pub enum Body {
         job_id: String,
         samples: Vec<(i64, String, f64)>,
     },
+    /// The verdict of one validation run on this node (`healthcheck
+    /// validate`, issue 31): its metrics, for lemon to learn the fleet's
+    /// bands from, and whether it passed and why not.
+    Validation {
+        /// The Slurm job the suite ran in, when it ran in one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job_id: Option<String>,
+        /// The node's SKU (`validate::sku`), as the node judged itself.
+        sku: String,
+        metrics: Vec<ValidationMetric>,
+        passed: bool,
+        /// One line per failure, e.g. `avg_busbw 312<371 GB/s (learned)`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failing: Vec<String>,
+        /// What it was judged against: `learned <generated_at>` or
+        /// `static floors`.
+        criteria: String,
+    },
+}
+
+/// One metric of a validation run, as the parsers name it
+/// (`avg_busbw`, `busbw.out_of_place.1073741824`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidationMetric {
+    pub metric: String,
+    pub value: f64,
 }
 
 /// The time (`at`) and job of a `samples` line, read without parsing the
@@ -477,6 +503,41 @@ mod tests {
         assert_eq!(samples_chunk_of(&line), None);
         let line = serde_json::to_vec(&samples(9, "8")).unwrap();
         assert_eq!(samples_chunk_of(&line), Some((1_700_000_010, "8")));
+    }
+
+    #[test]
+    fn validation_records_round_trip_with_their_kind_and_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let validation = Record {
+            body: Body::Validation {
+                job_id: Some("42".into()),
+                sku: "H100x8".into(),
+                metrics: vec![ValidationMetric {
+                    metric: "avg_busbw".into(),
+                    value: 312.5,
+                }],
+                passed: false,
+                failing: vec!["avg_busbw 312.5<371 GB/s (learned)".into()],
+                criteria: "learned 1700000000".into(),
+            },
+            ..record(2)
+        };
+        write(
+            dir.path(),
+            "node1",
+            &[record(1), validation.clone()],
+            1 << 20,
+        )
+        .unwrap();
+        let path = node_file(dir.path(), "node1");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(r#""kind":"validation","job_id":"42","sku":"H100x8""#),
+            "{text}"
+        );
+        let (records, errors) = read(&path).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(records, [record(1), validation]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod lock;
 pub mod migrate;
 pub mod node;
 pub mod node_jobs;
+pub mod node_validation;
 pub mod wal;
 
 use rusqlite::Connection;

@@ -17,6 +17,10 @@ const NODE: &[(&str, &str)] = &[
         "0002_jobs_state_changes_spool.sql",
         include_str!("../migrations/node/0002_jobs_state_changes_spool.sql"),
     ),
+    (
+        "0003_validation.sql",
+        include_str!("../migrations/node/0003_validation.sql"),
+    ),
 ];
 
 const LEMON: &[(&str, &str)] = &[
@@ -55,6 +59,10 @@ const LEMON: &[(&str, &str)] = &[
     (
         "0009_watch_detections.sql",
         include_str!("../migrations/lemon/0009_watch_detections.sql"),
+    ),
+    (
+        "0010_validations.sql",
+        include_str!("../migrations/lemon/0010_validations.sql"),
     ),
 ];
 

@@ -6,7 +6,12 @@
 //! has a closing line (nccl-tests' `# Avg bus bandwidth`, nvbandwidth's `SUM`,
 //! perftest's closing rule, gpu-burn's per-GPU summary, the end of the JSON
 //! document) and a parser that has not seen it, newline included, refuses.
+//!
+//! Beside the parsers, what both sides of a validation share: a node's
+//! [`sku`] and the learned criteria file ([`criteria_file`]) lemon writes
+//! into the spool directory and nodes read.
 
+pub mod criteria_file;
 pub mod dcgmi_diag;
 mod error;
 pub mod gpu_burn;
@@ -15,6 +20,7 @@ mod metric;
 pub mod nccl_tests;
 pub mod nvbandwidth;
 pub mod perftest;
+pub mod sku;
 
 pub use error::ParseError;
 pub use metric::{Metric, Metrics};

@@ -15,6 +15,7 @@ pub mod samples;
 pub mod spool;
 pub mod tickets;
 pub mod traces;
+pub mod validations;
 
 pub use decisions::{active_lemons, releases};
 pub use jobs::{

@@ -51,8 +51,14 @@ pub fn ingest_dir(conn: &mut Connection, dir: &Path) -> Result<IngestStats> {
         now - SAMPLES_KEPT_AFTER_END,
         now - SAMPLES_KEPT_AT_MOST,
     )?;
+    db::validations::prune(conn, now - VALIDATIONS_KEPT)?;
     Ok(stats)
 }
+
+/// Validation results are kept a year (each node's latest for ever): far
+/// more than the bands learn from (`[validate] window_days`), enough to
+/// look back at a node's history.
+pub const VALIDATIONS_KEPT: i64 = 365 * 86_400;
 
 /// How long a job's samples stay after its end on the node: long enough for
 /// a `lemon watch` poll that is still looking at it, and no longer.
@@ -98,6 +104,12 @@ pub fn ingest_records(
                 inserted += db::samples::insert(&tx, rec_node, job_id, samples)?;
                 continue;
             }
+            // Validation results too (issue 31): `validations`, one row per
+            // run and its metrics beside, what `lemon run` learns from.
+            if let Body::Validation { .. } = &r.body {
+                inserted += store_validation(&tx, rec_node, r)?;
+                continue;
+            }
             let f = Flat::of(&r.body);
             let new = db::spool::insert(&tx, rec_node, &r.epoch, r.seq as i64, r.at, &f)? as u64;
             inserted += new;
@@ -114,6 +126,39 @@ pub fn ingest_records(
     }
     tx.commit()?;
     Ok(inserted)
+}
+
+/// Stores a validation record in `validations` (issue 31).
+fn store_validation(conn: &Connection, node: i64, r: &Record) -> Result<u64> {
+    let Body::Validation {
+        job_id,
+        sku,
+        metrics,
+        passed,
+        failing,
+        criteria,
+    } = &r.body
+    else {
+        return Ok(0);
+    };
+    let metrics: Vec<(&str, f64)> = (metrics.iter())
+        .map(|m| (m.metric.as_str(), m.value))
+        .collect();
+    db::validations::insert(
+        conn,
+        &db::validations::NewValidation {
+            node,
+            epoch: &r.epoch,
+            seq: r.seq as i64,
+            at: r.at,
+            job_id: job_id.as_deref().unwrap_or(""),
+            sku,
+            passed: *passed,
+            failing,
+            criteria,
+            metrics: &metrics,
+        },
+    )
 }
 
 /// Keeps a flight-recorder summary (issue 32) beside its `health` row,
@@ -248,6 +293,12 @@ impl<'a> Flat<'a> {
             Body::Samples { job_id, .. } => Flat {
                 kind: "samples",
                 job_id: Some(job_id),
+                ..Flat::default()
+            },
+            // Stored by the validation ingest (issue 31), never a `health` row.
+            Body::Validation { job_id, .. } => Flat {
+                kind: "validation",
+                job_id: job_id.as_deref(),
                 ..Flat::default()
             },
         }
@@ -405,5 +456,46 @@ mod tests {
         );
         assert_eq!(db::samples::recent(&conn, "8", &[], 0).unwrap().len(), 3);
         assert_eq!(db::samples::count(&conn).unwrap(), 6);
+    }
+
+    #[test]
+    fn validation_records_go_to_their_own_table_once_with_their_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("spool");
+        let mut conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let result = Record {
+            body: Body::Validation {
+                job_id: Some("70".into()),
+                sku: "H100x8".into(),
+                metrics: vec![lemonade_spool::ValidationMetric {
+                    metric: "avg_busbw".into(),
+                    value: 312.5,
+                }],
+                passed: false,
+                failing: vec!["avg_busbw 312.5<371 GB/s (learned)".into()],
+                criteria: "learned 1700000000".into(),
+            },
+            ..rec(2, "a")
+        };
+        lemonade_spool::write(&spool, "gpu001", &[rec(1, "a"), result], 1 << 20).unwrap();
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 2);
+        assert_eq!(ingest_dir(&mut conn, &spool).unwrap().inserted, 0);
+        assert_eq!(
+            db::spool::count(&conn).unwrap(),
+            1,
+            "only the event is a health row"
+        );
+        let last = db::validations::last_per_node(&conn).unwrap();
+        assert_eq!(last["gpu001"].job_id, "70");
+        assert_eq!(
+            last["gpu001"].failing,
+            ["avg_busbw 312.5<371 GB/s (learned)"]
+        );
+        let metrics = db::validations::latest_results(&conn, 0, false).unwrap();
+        assert_eq!(metrics.len(), 1);
+        assert_eq!(
+            (metrics[0].metric.as_str(), metrics[0].value),
+            ("avg_busbw", 312.5)
+        );
     }
 }

@@ -465,6 +465,88 @@ pub fn cdf_chart(id: &str, title: &str, sorted: &[f64], threshold: Option<f64>) 
     chart.close()
 }
 
+/// One node's value on a [`distribution_chart`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePoint {
+    pub node: String,
+    pub value: f64,
+    /// Its validation failed: drawn apart and named.
+    pub failing: bool,
+}
+
+/// One metric's values over nodes as an empirical CDF of dots (the x axis
+/// spans the values, not from 0: a band a few percent wide must show),
+/// failing nodes marked and named, the band's bound a dashed line.
+pub fn distribution_chart(
+    id: &str,
+    title: &str,
+    points: &[NodePoint],
+    bound: Option<f64>,
+) -> String {
+    let mut sorted: Vec<&NodePoint> = points.iter().filter(|p| p.value.is_finite()).collect();
+    sorted.sort_by(|a, b| a.value.total_cmp(&b.value));
+    let values = sorted.iter().map(|p| p.value).chain(bound);
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+        (l.min(v), h.max(v))
+    });
+    let pad = ((hi - lo) * 0.05).max(hi.abs() * 0.01).max(1e-9);
+    let (lo, hi) = if lo.is_finite() {
+        (lo - pad, hi + pad)
+    } else {
+        (0.0, 1.0)
+    };
+    let x = Axis::new(lo, hi, false, LEFT, WIDTH - RIGHT);
+    let y = Axis::new(0.0, 1.0, false, HEIGHT - BOTTOM, TOP);
+    let mut chart = Chart::open(id, title, x, y);
+    let x_ticks: Vec<(f64, String)> = (x.ticks(10.0).into_iter())
+        .map(|t| (t, short_number(t)))
+        .collect();
+    chart.axes("value", "share of nodes ≤ value", &x_ticks, 10.0);
+    let n = sorted.len() as f64;
+    for (i, p) in sorted.iter().enumerate() {
+        let (px, py) = (chart.x.map(p.value), chart.y.map((i + 1) as f64 / n));
+        let (class, colour, r) = if p.failing {
+            ("point failing", PALETTE[3], 5.0)
+        } else {
+            ("point", PALETTE[0], 3.0)
+        };
+        let _ = write!(
+            chart.out,
+            r#"<circle class="{class}" data-node="{node}" cx="{px:.1}" cy="{py:.1}" r="{r}" fill="{colour}"><title>{node} {v}</title></circle>"#,
+            node = esc(&p.node),
+            v = short_number(p.value),
+        );
+        if p.failing {
+            let _ = write!(
+                chart.out,
+                r#"<text class="failing-label" x="{tx:.1}" y="{ty:.1}" font-size="10" fill="{colour}">{node}</text>"#,
+                tx = px + 7.0,
+                ty = py + 3.0,
+                node = esc(&p.node),
+            );
+        }
+    }
+    if sorted.is_empty() {
+        chart.note("no results");
+    }
+    let mut legend = vec![
+        ("passed".to_string(), PALETTE[0], false),
+        ("failed".to_string(), PALETTE[3], false),
+    ];
+    if let Some(b) = bound {
+        let px = chart.x.map(b);
+        let _ = write!(
+            chart.out,
+            r#"<line class="threshold" data-threshold="{b}" x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{TOP}" stroke="{c}" stroke-width="2" stroke-dasharray="4 3"/>"#,
+            HEIGHT - BOTTOM,
+            c = PALETTE[1]
+        );
+        legend.push((format!("band {}", short_number(b)), PALETTE[1], true));
+    }
+    chart.legend(&legend);
+    chart.close()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

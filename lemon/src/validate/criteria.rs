@@ -35,6 +35,11 @@
 //! (`[[validate.floor]]`) apply to every node, and they are the only rule
 //! while a SKU has fewer than `min_results` results for the metric: a fleet
 //! that learned a regression as normal still meets the floor.
+//!
+//! `lemon validate judge` judges each node against the others
+//! ([`judge_group`]); `lemon run` publishes, for the nodes validated next,
+//! the band of all the fleet's results ([`fleet_band`]: the same rule, the
+//! judged node not among the peers).
 
 use lemonade_config::{FloorRule, ValidateSettings};
 use serde::Serialize;
@@ -68,25 +73,8 @@ pub fn direction(settings: &ValidateSettings, metric: &str) -> Option<Direction>
     }
 }
 
-/// `*` matches any run of characters (none included); the rest literally.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = name.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        return rest.is_empty();
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
-}
+// The node judges must-be-zero counts by the same patterns: one matcher, in config.
+pub use lemonade_config::glob_match;
 
 /// Which rule a band comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -186,6 +174,45 @@ pub fn judge_group(
     outcome
 }
 
+/// What the fleet's results of one SKU's metric set for a node that is not
+/// among them (a node validated next, judged on the node by the published
+/// criteria file): the same rule with every result as a peer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FleetBand {
+    Learned(Band),
+    /// Fewer results than `min_results`: `(results, a floor applies)`.
+    TooFew(usize, bool),
+    /// The metric has no direction, or must be 0: nothing to learn.
+    NotLearned,
+}
+
+/// The band `values` (one per node, the fleet's latest passed results) set
+/// for another node of the SKU. The static floors are not folded in: the
+/// node applies its own, and so does [`judge_group`].
+pub fn fleet_band(
+    settings: &ValidateSettings,
+    sku: &str,
+    metric: &str,
+    values: &[f64],
+) -> FleetBand {
+    let higher = match direction(settings, metric) {
+        Some(Direction::HigherIsBetter) => true,
+        Some(Direction::LowerIsBetter) => false,
+        _ => return FleetBand::NotLearned,
+    };
+    if values.len() < settings.min_results {
+        let floor = floor_band(settings, sku, metric).is_some();
+        return FleetBand::TooFew(values.len(), floor);
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let peers = Peers {
+        skip: sorted.len(),
+        sorted: &sorted,
+    };
+    FleetBand::Learned(learned_band(settings, &peers, higher))
+}
+
 fn failure(node: &str, metric: &str, value: f64, band: Band) -> Failure {
     Failure {
         node: node.to_string(),
@@ -280,7 +307,8 @@ pub fn short(x: f64) -> String {
     }
 }
 
-/// The sorted values of a SKU's metric without the judged node's own.
+/// The sorted values of a SKU's metric without the judged node's own
+/// (`skip`, its rank; `sorted.len()` when the node is not among them).
 struct Peers<'a> {
     sorted: &'a [f64],
     skip: usize,
@@ -288,7 +316,7 @@ struct Peers<'a> {
 
 impl Peers<'_> {
     fn len(&self) -> usize {
-        self.sorted.len() - 1
+        self.sorted.len() - usize::from(self.skip < self.sorted.len())
     }
 
     fn get(&self, k: usize) -> f64 {
@@ -505,6 +533,37 @@ mod tests {
         assert_eq!(median(peers.len(), |k| peers.get(k)), 3.5);
         assert_eq!(peers.side_deviation(3.5, true), 1.0);
         assert_eq!(peers.side_deviation(3.5, false), 48.5);
+    }
+
+    #[test]
+    fn a_node_outside_the_fleet_is_judged_against_all_of_it() {
+        let s = ValidateSettings::default();
+        let mut values: Vec<f64> = (0..20).map(|i| 400.0 + (i % 5) as f64 * 0.5).collect();
+        values[7] = 360.0;
+        let FleetBand::Learned(band) = fleet_band(&s, "h100", "avg_busbw", &values) else {
+            panic!("20 results learn a band");
+        };
+        // Median 401 of all 20; the 2% gap (8.02) beats 4 x sd.
+        assert!(
+            (band.min.unwrap() - (401.0 - 8.02)).abs() < 1e-9,
+            "{band:?}"
+        );
+        assert_eq!(
+            band.detail,
+            "median 401 of 20 peers - 8.02 (min_gap 2% of the median)"
+        );
+        assert_eq!(
+            fleet_band(&s, "h100", "avg_busbw", &values[..5]),
+            FleetBand::TooFew(5, false)
+        );
+        assert_eq!(
+            fleet_band(&s, "h100", "wrong_total", &values),
+            FleetBand::NotLearned
+        );
+        let FleetBand::Learned(up) = fleet_band(&s, "h100", "p2p_latency", &[10.0; 9]) else {
+            panic!("a latency band");
+        };
+        assert_eq!((up.min, up.max), (None, Some(10.2)));
     }
 
     proptest::proptest! {

@@ -1,7 +1,19 @@
-//! `healthcheck validate --parse KIND FILE`: what a benchmark parser
-//! (`lemonade-validate`, issue 31) reads from a saved output. The file is
-//! user-named and may be hostile: opened without following a symlink, never
-//! a FIFO or device, read up to the parsers' own size cap.
+//! `healthcheck validate` (issue 31): proactive validation on the node.
+//!
+//! * `--parse KIND FILE`: what a benchmark parser (`lemonade-validate`)
+//!   reads from a saved output. The file is user-named and may be hostile:
+//!   opened without following a symlink, never a FIFO or device, read up to
+//!   the parsers' own size cap.
+//! * no `--parse`: the suite of `[validate]` runs on this node ([`suite`]),
+//!   its metrics are judged ([`judge`]) against the learned bands of the
+//!   node's SKU and the static floors, recorded in the node database and
+//!   exported, and the verdict drains or resumes the node ([`act`]).
+
+pub mod act;
+pub mod hardware;
+pub mod judge;
+pub mod run;
+pub mod suite;
 
 use crate::output::Format;
 use std::fs::File;
