@@ -10,7 +10,8 @@
  * base scenario is overridden by the file that includes it. A per-GPU key is looked up under "gpus.<i>." first, then
  * under "defaults.". An absent key answers NVML_ERROR_NOT_SUPPORTED, as a GPU
  * without the feature would. Events (below) then change the counters as the
- * driver does.
+ * driver does. While the file "then_when" names exists, keys under "then"
+ * win (a fault that starts mid-job).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -365,18 +366,39 @@ static int load_file(const char *file) {
 
 /* ---- lookups ------------------------------------------------------------ */
 
-static const struct entry *gpu_find(int gpu, const char *key) {
+/* `key` of GPU `gpu` under `prefix` ("" or "then."): gpus.<i>, then defaults. */
+static const struct entry *gpu_find_in(const char *prefix, int gpu, const char *key) {
     char path[512];
     const struct entry *e = NULL;
     if (gpu >= 0) {
-        snprintf(path, sizeof path, "gpus.%d.%s", gpu, key);
+        snprintf(path, sizeof path, "%sgpus.%d.%s", prefix, gpu, key);
         e = find(path);
     }
     if (!e) {
-        snprintf(path, sizeof path, "defaults.%s", key);
+        snprintf(path, sizeof path, "%sdefaults.%s", prefix, key);
         e = find(path);
     }
     return e;
+}
+
+/*
+ * A scenario that changes while a process runs (the node sampler keeps one
+ * NVML session for hours): while the file "then_when" names exists, the
+ * keys under "then" ("then.defaults", "then.gpus.<i>") win. The file is
+ * looked for at every lookup, so a test switches a running sampler's GPUs
+ * by creating it, and back by removing it.
+ */
+static int then_in_force(void) {
+    const struct entry *e = find("then_when");
+    return e && e->value && access(e->value, F_OK) == 0;
+}
+
+static const struct entry *gpu_find(int gpu, const char *key) {
+    if (then_in_force()) {
+        const struct entry *e = gpu_find_in("then.", gpu, key);
+        if (e) return e;
+    }
+    return gpu_find_in("", gpu, key);
 }
 
 /* 0 and the value when the key holds a number, -1 otherwise. */
