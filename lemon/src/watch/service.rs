@@ -109,6 +109,7 @@ pub fn poll(
         hooks: &p.cfg.hooks,
         dry_run: p.dry_run,
         requeue: p.cfg.watch.service.requeue,
+        max_sample_age_s: p.cfg.watch.service.max_sample_age_s,
         now,
     };
     let responses = match respond::respond(conn, &outcome.called, &params) {
