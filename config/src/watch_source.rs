@@ -154,6 +154,11 @@ pub struct WatchService {
     /// back, an ingest that caught up) describe a node as it was, and the
     /// fault may be gone, the node already repaired, the job over.
     pub max_sample_age_s: i64,
+    /// The embedded source: how far, in seconds, a node whose chunks lag
+    /// may hold back its job's newer samples of the other nodes before
+    /// they are read without it (nodes flush and are ingested at their own
+    /// moments; a sample read past is never read again).
+    pub embedded_wait_s: i64,
 }
 
 impl Default for WatchService {
@@ -164,6 +169,7 @@ impl Default for WatchService {
             min_nodes: 2,
             requeue: false,
             max_sample_age_s: 600,
+            embedded_wait_s: 120,
         }
     }
 }

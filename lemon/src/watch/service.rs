@@ -38,7 +38,10 @@ pub enum PollEnd {
 pub fn source_of<'a>(cfg: &Config, conn: &'a Connection) -> Result<Box<dyn SampleSource + 'a>> {
     let w = &cfg.watch;
     match w.source {
-        WatchSourceKind::Embedded => Ok(Box::new(EmbeddedSource::new(conn))),
+        WatchSourceKind::Embedded => Ok(Box::new(EmbeddedSource::new(
+            conn,
+            w.service.embedded_wait_s,
+        ))),
         WatchSourceKind::Prometheus => {
             let url = w.prometheus_url.as_deref().ok_or_else(|| {
                 LemonError::Usage(
