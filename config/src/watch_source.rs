@@ -148,6 +148,17 @@ pub struct WatchService {
     /// `scontrol requeue` the job of a drained node, so that it restarts
     /// without it. Off: many jobs cannot be requeued safely.
     pub requeue: bool,
+    /// A call whose newest sample (the one that closed its step) is older
+    /// than this, in seconds, when the service would act on it is recorded
+    /// but never acted on: samples that arrive late (a node's export held
+    /// back, an ingest that caught up) describe a node as it was, and the
+    /// fault may be gone, the node already repaired, the job over.
+    pub max_sample_age_s: i64,
+    /// The embedded source: how far, in seconds, a node whose chunks lag
+    /// may hold back its job's newer samples of the other nodes before
+    /// they are read without it (nodes flush and are ingested at their own
+    /// moments; a sample read past is never read again).
+    pub embedded_wait_s: i64,
 }
 
 impl Default for WatchService {
@@ -157,6 +168,8 @@ impl Default for WatchService {
             lookback_s: 900,
             min_nodes: 2,
             requeue: false,
+            max_sample_age_s: 600,
+            embedded_wait_s: 120,
         }
     }
 }

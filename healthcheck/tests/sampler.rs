@@ -54,6 +54,9 @@ fn a_fixture_node_with_fake_nvml_gives_the_vocabulary_and_rates_and_a_reset_no_n
             "ib_rx",
             "ib_tx",
             "mem_used",
+            // The fake's NVLink counters grow with real time, not this
+            // test's clock: its rate is checked by the sample command's test.
+            "nvlink_tx",
             "pcie_rx",
             "pcie_tx",
             "pfc_pause"
@@ -234,6 +237,19 @@ fn the_sample_command_runs_rounds_and_exports_what_is_pending() {
     assert!(
         samples.iter().any(|(_, m, _)| m == "ib_tx"),
         "a rate by round two"
+    );
+    // NVLink: 8 GPUs' counters (the fake's grow with time), as one rate.
+    let nvlink: Vec<f64> = samples
+        .iter()
+        .filter(|(_, m, _)| m == "nvlink_tx")
+        .map(|(_, _, v)| *v)
+        .collect();
+    let expected = 8.0 * sampler_node::NVLINK_TX_KIBPS * 1024.0;
+    assert_eq!(nvlink.len(), 1, "{samples:?}");
+    assert!(
+        (nvlink[0] / expected - 1.0).abs() < 0.2,
+        "nvlink_tx {} B/s, expected about {expected}",
+        nvlink[0]
     );
 }
 

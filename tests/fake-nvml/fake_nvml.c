@@ -10,7 +10,8 @@
  * base scenario is overridden by the file that includes it. A per-GPU key is looked up under "gpus.<i>." first, then
  * under "defaults.". An absent key answers NVML_ERROR_NOT_SUPPORTED, as a GPU
  * without the feature would. Events (below) then change the counters as the
- * driver does.
+ * driver does. While the file "then_when" names exists, keys under "then"
+ * win (a fault that starts mid-job).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -365,18 +367,39 @@ static int load_file(const char *file) {
 
 /* ---- lookups ------------------------------------------------------------ */
 
-static const struct entry *gpu_find(int gpu, const char *key) {
+/* `key` of GPU `gpu` under `prefix` ("" or "then."): gpus.<i>, then defaults. */
+static const struct entry *gpu_find_in(const char *prefix, int gpu, const char *key) {
     char path[512];
     const struct entry *e = NULL;
     if (gpu >= 0) {
-        snprintf(path, sizeof path, "gpus.%d.%s", gpu, key);
+        snprintf(path, sizeof path, "%sgpus.%d.%s", prefix, gpu, key);
         e = find(path);
     }
     if (!e) {
-        snprintf(path, sizeof path, "defaults.%s", key);
+        snprintf(path, sizeof path, "%sdefaults.%s", prefix, key);
         e = find(path);
     }
     return e;
+}
+
+/*
+ * A scenario that changes while a process runs (the node sampler keeps one
+ * NVML session for hours): while the file "then_when" names exists, the
+ * keys under "then" ("then.defaults", "then.gpus.<i>") win. The file is
+ * looked for at every lookup, so a test switches a running sampler's GPUs
+ * by creating it, and back by removing it.
+ */
+static int then_in_force(void) {
+    const struct entry *e = find("then_when");
+    return e && e->value && access(e->value, F_OK) == 0;
+}
+
+static const struct entry *gpu_find(int gpu, const char *key) {
+    if (then_in_force()) {
+        const struct entry *e = gpu_find_in("then.", gpu, key);
+        if (e) return e;
+    }
+    return gpu_find_in("", gpu, key);
 }
 
 /* 0 and the value when the key holds a number, -1 otherwise. */
@@ -594,6 +617,16 @@ static void apply_events(void) {
 
 /* ---- the NVML entry points ---------------------------------------------- */
 
+/* When nvmlInit_v2 loaded the scenario: counters that grow with time count from it. */
+static double init_seconds;
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
     pthread_mutex_lock(&load_lock);
     if (!loaded) {
@@ -609,6 +642,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void) {
         build_index();
         for (unsigned i = 0; i < MAX_GPUS; i++) devices[i].index = i;
         apply_events();
+        init_seconds = monotonic_seconds();
         loaded = 1;
     }
     pthread_mutex_unlock(&load_lock);
@@ -882,6 +916,35 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, int counter, uns
     if (counter == 0) return read_uint(gpu, "pcie_tx_kbps", kbps);
     if (counter == 1) return read_uint(gpu, "pcie_rx_kbps", kbps);
     return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* nvmlFieldValue_t, as nvml-wrapper-sys lays it out; the value a union of
+ * 8 bytes. Only NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (138) is answered:
+ * `nvlink_tx_kib` plus `nvlink_tx_kibps` for every second since nvmlInit,
+ * a counter that grows as a busy link's does (an unsigned long long, type
+ * 3). Other fields answer NOT_SUPPORTED in their own nvmlReturn. */
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    unsigned int valueType;
+    nvmlReturn_t nvmlReturn;
+    unsigned long long value;
+} nvmlFieldValue_t;
+
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
+    DEVICE_CALL("nvmlDeviceGetFieldValues", d, gpu);
+    if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        unsigned long long start, per_s = 0;
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (v->fieldId != 138 || gpu_u64(gpu, "nvlink_tx_kib", &start) != 0) continue;
+        gpu_u64(gpu, "nvlink_tx_kibps", &per_s);
+        v->valueType = 3;
+        v->value = start + (unsigned long long)(per_s * (monotonic_seconds() - init_seconds));
+        v->nvmlReturn = NVML_SUCCESS;
+    }
+    return NVML_SUCCESS;
 }
 
 /* nvml.h: NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0, _SLOWDOWN = 1. */

@@ -6,10 +6,14 @@
 use std::path::Path;
 
 /// Fake NVML fields (for [`crate::fake_nvml::derive`]): every GPU busy,
-/// GPU 5 lagging at 90 %.
+/// GPU 5 lagging at 90 %; each GPU sends [`NVLINK_TX_KIBPS`] over NVLink.
 pub const GPU_FIELDS: &str = r#""defaults": {"util_gpu": 98, "util_mem": 40, "power_mw": 650000,
-    "sm_clock_mhz": 1980, "pcie_tx_kbps": 1000, "pcie_rx_kbps": 2000},
+    "sm_clock_mhz": 1980, "pcie_tx_kbps": 1000, "pcie_rx_kbps": 2000,
+    "nvlink_tx_kib": 5000, "nvlink_tx_kibps": 1000000},
     "gpus": {"5": {"util_gpu": 90}}"#;
+
+/// KiB per second each GPU of [`GPU_FIELDS`] sends over NVLink.
+pub const NVLINK_TX_KIBPS: f64 = 1_000_000.0;
 
 /// HCAs of the node.
 pub const HCAS: u64 = 8;

@@ -4,12 +4,17 @@
 //! watts: a GPU gone from the bus lowers it), `gpu_sm_clock` (mean MHz),
 //! `gpu_mem_util` (mean %), `pcie_tx`/`pcie_rx` (sum of bytes per second),
 //! and the volatile ECC counts `gpu_ecc_unc`/`gpu_ecc_cor` (sums since the
-//! driver loaded, as gauges). A value NVML does not give on a GPU is left
-//! out of that metric; a metric no GPU gives is not recorded.
+//! driver loaded, as gauges); and per GPU the NVLink data sent, a counter
+//! (`nvlink_tx`, bytes per second once a rate). A value NVML does not give
+//! on a GPU is left out of that metric; a metric no GPU gives is not recorded.
 
-use super::raw::Raw;
+use super::raw::{Counter, Raw};
 use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, PcieUtilCounter};
-use nvml_wrapper::Nvml;
+use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::{
+    field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, nvmlFieldValue_t,
+    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as UNSIGNED_LONG_LONG,
+};
 
 /// Reads every GPU NVML counts.
 pub fn gpus(nvml: &Nvml, raw: &mut Raw) {
@@ -37,8 +42,38 @@ pub fn gpus(nvml: &Nvml, raw: &mut Raw) {
         };
         push(&mut per_gpu.ecc_unc, ecc(MemoryError::Uncorrected));
         push(&mut per_gpu.ecc_cor, ecc(MemoryError::Corrected));
+        if let Some(kib) = nvlink_tx_kib(nvml, &d) {
+            raw.counter(Counter {
+                metric: "nvlink_tx",
+                source: format!("gpu{index}"),
+                value: kib,
+                scale: 1024.0,
+            });
+        }
     }
     per_gpu.into_gauges(raw);
+}
+
+/// The KiB of data the GPU sent over all its NVLinks since the driver
+/// loaded: `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` with the scope of every
+/// link. nvml-wrapper's `field_values_for` asks only for link 0 (it zeroes
+/// the scope), and the per-link utilisation counters are deprecated, so
+/// this one call goes through the raw bindings. `None` where the driver
+/// lacks the field (no NVLink, an old driver) or the symbol.
+fn nvlink_tx_kib(nvml: &Nvml, device: &Device) -> Option<u64> {
+    let get = nvml.lib().nvmlDeviceGetFieldValues.as_ref().ok()?;
+    // SAFETY: a plain C struct of integers and a union of numbers, all
+    // valid as zeroes; NVML writes exactly the one value it is given.
+    let mut value: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+    value.fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    value.scopeId = u32::MAX;
+    // SAFETY: the handle is live while `device` borrows `nvml`; one value.
+    let status = unsafe { get(device.handle(), 1, &mut value) };
+    if status != 0 || value.nvmlReturn != 0 || value.valueType != UNSIGNED_LONG_LONG {
+        return None;
+    }
+    // SAFETY: valueType says the union holds its unsigned long long.
+    Some(unsafe { value.value.ullVal })
 }
 
 fn push<E>(into: &mut Vec<f64>, value: Result<f64, E>) {

@@ -6,7 +6,10 @@
 //!   node states and its dry run;
 //! * the circuit breaker caps drains per poll as it caps them per run;
 //! * each detection is recorded once with its evidence, the `[hooks]` are
-//!   told, and the job is requeued only if `[watch.service] requeue` says so.
+//!   told, and the job is requeued only if `[watch.service] requeue` says so;
+//! * a call whose newest sample is older than `[watch.service]
+//!   max_sample_age_s` (samples that arrived late) is recorded as `refused`
+//!   and never acted on.
 
 use super::hooks::{self, OutlierEvent};
 use super::live::Called;
@@ -26,6 +29,8 @@ pub struct RespondParams<'a> {
     pub hooks: &'a HooksSettings,
     pub dry_run: bool,
     pub requeue: bool,
+    /// Calls whose newest sample is older than this (seconds) are not acted on.
+    pub max_sample_age_s: i64,
     pub now: i64,
 }
 
@@ -87,8 +92,18 @@ pub fn respond(
             )
         })
         .collect();
+    let (late, fresh): (Vec<&Called>, Vec<&Called>) = fresh
+        .into_iter()
+        .partition(|c| p.now - c.detection.detected_at > p.max_sample_age_s);
+    // Recorded before Slurm is asked anything: they need no node state.
+    let mut responses = Vec::new();
+    for called in late {
+        let r = refuse_late(called, p);
+        follow_up(conn, called, &r, p)?;
+        responses.push(r);
+    }
     if fresh.is_empty() {
-        return Ok(Vec::new());
+        return Ok(responses);
     }
     let states = sinfo::all_nodes(p.slurm)
         .map_err(|source| LemonError::Slurm {
@@ -103,7 +118,6 @@ pub fn respond(
     );
     let writer = NodeWriter::new(p.slurm, p.dry_run);
     let mut drained = 0usize;
-    let mut responses = Vec::new();
     for called in fresh {
         let d = &called.detection;
         let reason = outlier_reason(called);
@@ -146,6 +160,23 @@ pub fn respond(
         responses.push(r);
     }
     Ok(responses)
+}
+
+/// A call on samples older than `max_sample_age_s`: `refused`, no command.
+fn refuse_late(called: &Called, p: &RespondParams<'_>) -> Response {
+    let d = &called.detection;
+    Response {
+        job: d.job.clone(),
+        node: d.node.clone(),
+        action: Action::Refused,
+        reason: outlier_reason(called),
+        command: None,
+        detail: format!(
+            "newest sample {} s old, over [watch.service] max_sample_age_s = {}: late samples are not acted on",
+            p.now - d.detected_at,
+            p.max_sample_age_s
+        ),
+    }
 }
 
 /// `scontrol requeue JOB` after the drain, so the job restarts without the node.
@@ -202,4 +233,115 @@ fn follow_up(
         eprintln!("lemon watch: {line}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lemonade_watch::Detection;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn call(node: &str, detected_at: i64) -> Called {
+        Called {
+            detection: Detection {
+                job: "7".into(),
+                node: node.into(),
+                detected_at,
+                metrics: vec!["gpu_util".into()],
+                score: 9.0,
+            },
+            evidence: Vec::new(),
+        }
+    }
+
+    /// A Slurm whose sinfo lists nodes a and b in service (or none, when
+    /// `bin` is not written: any Slurm command then fails).
+    fn slurm(bin: &Path, write: bool) -> SlurmCommands {
+        if write {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::create_dir_all(bin).unwrap();
+            let sinfo = bin.join("sinfo");
+            std::fs::write(
+                &sinfo,
+                "#!/bin/sh\necho 'a|allocated|none|Unknown|Unknown'\necho 'b|allocated|none|Unknown|Unknown'\n",
+            )
+            .unwrap();
+            std::fs::set_permissions(&sinfo, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        SlurmCommands::new(bin, None, Duration::from_secs(10))
+    }
+
+    fn params<'a>(
+        slurm: &'a SlurmCommands,
+        lemon: &'a LemonSettings,
+        hooks: &'a HooksSettings,
+        now: i64,
+    ) -> RespondParams<'a> {
+        RespondParams {
+            slurm,
+            lemon,
+            hooks,
+            dry_run: true,
+            requeue: false,
+            max_sample_age_s: 600,
+            now,
+        }
+    }
+
+    #[test]
+    fn a_call_on_late_samples_is_recorded_as_refused_and_never_drained_even_without_slurm() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let (lemon, hooks) = (LemonSettings::default(), HooksSettings::default());
+        let now = 1_800_000_000;
+        // No Slurm at all: a late call needs no node state, so this works.
+        let gone = slurm(&dir.path().join("no-slurm"), false);
+        let out = respond(
+            &conn,
+            &[call("b", now - 601)],
+            &params(&gone, &lemon, &hooks, now),
+        )
+        .unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].action, Action::Refused);
+        assert!(out[0].command.is_none());
+        assert!(
+            out[0].detail.contains("newest sample 601 s old")
+                && out[0].detail.contains("max_sample_age_s = 600"),
+            "{}",
+            out[0].detail
+        );
+        assert_eq!(
+            detections::action_of(&conn, "7", "b", true)
+                .unwrap()
+                .as_deref(),
+            Some("refused")
+        );
+        // Recorded once: the same call again is not acted on either.
+        let again = respond(
+            &conn,
+            &[call("b", now - 601)],
+            &params(&gone, &lemon, &hooks, now + 30),
+        );
+        assert!(again.unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_call_at_the_age_limit_is_acted_on_and_one_past_it_beside_it_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let (lemon, hooks) = (LemonSettings::default(), HooksSettings::default());
+        let now = 1_800_000_000;
+        let s = slurm(&dir.path().join("bin"), true);
+        let calls = [call("a", now - 600), call("b", now - 601)];
+        let out = respond(&conn, &calls, &params(&s, &lemon, &hooks, now)).unwrap();
+        let actions: Vec<(&str, Action)> = out
+            .iter()
+            .map(|r| (r.node.as_str(), r.action.clone()))
+            .collect();
+        assert!(actions.contains(&("a", Action::WouldDrain)), "{out:?}");
+        assert!(actions.contains(&("b", Action::Refused)), "{out:?}");
+        assert_eq!(out.len(), 2);
+    }
 }

@@ -38,7 +38,10 @@ pub enum PollEnd {
 pub fn source_of<'a>(cfg: &Config, conn: &'a Connection) -> Result<Box<dyn SampleSource + 'a>> {
     let w = &cfg.watch;
     match w.source {
-        WatchSourceKind::Embedded => Ok(Box::new(EmbeddedSource::new(conn))),
+        WatchSourceKind::Embedded => Ok(Box::new(EmbeddedSource::new(
+            conn,
+            w.service.embedded_wait_s,
+        ))),
         WatchSourceKind::Prometheus => {
             let url = w.prometheus_url.as_deref().ok_or_else(|| {
                 LemonError::Usage(
@@ -109,6 +112,7 @@ pub fn poll(
         hooks: &p.cfg.hooks,
         dry_run: p.dry_run,
         requeue: p.cfg.watch.service.requeue,
+        max_sample_age_s: p.cfg.watch.service.max_sample_age_s,
         now,
     };
     let responses = match respond::respond(conn, &outcome.called, &params) {
