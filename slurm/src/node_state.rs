@@ -140,14 +140,17 @@ pub fn validation_reservation(node: &str) -> String {
     format!("lemonade_validate_{node}")
 }
 
-/// Whether the reservation `name` exists (`scontrol show reservation
-/// NAME`; Slurm answers `Reservation NAME not found` and exits 1 when not).
+/// Whether the reservation `name` exists, from `scontrol -o show
+/// reservation` (one line each). Not `show reservation NAME`: for a
+/// reservation that does not exist, Slurm 22.05 prints `not found` on stdout
+/// and exits 1, which reads like Slurm being unreachable.
 pub fn reservation_exists(cmds: &SlurmCommands, name: &str) -> Result<bool, CommandError> {
-    match cmds.run("scontrol", &["show", "reservation", name]) {
-        Ok(out) => Ok(!out.stdout.contains("not found")),
-        Err(CommandError::Failed { stderr, .. }) if stderr.contains("not found") => Ok(false),
-        Err(e) => Err(e),
-    }
+    let out = cmds.run("scontrol", &["-o", "show", "reservation"])?;
+    let wanted = format!("ReservationName={name} ");
+    Ok(out
+        .stdout
+        .lines()
+        .any(|line| line.starts_with(&wanted) || line == wanted.trim_end()))
 }
 
 /// Only reasons we can recognise later are written: a node that carries

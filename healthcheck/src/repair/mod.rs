@@ -25,6 +25,7 @@
 //! the hooks like the policy's own changes. Never in the prolog or epilog.
 
 pub mod breaker;
+mod gate;
 pub mod plan;
 
 use crate::checks::xid::evaluate::{forget_before_reset, XidState};
@@ -92,6 +93,9 @@ pub fn apply(
         result: RepairResult::default(),
         forget: Vec::new(),
     };
+    if config.validate.gates_repair() {
+        gate::release_after_verdict(&mut ctx, store.connection(), &path);
+    }
     match memory.ours.clone() {
         None => memory.repairs.reboot = None,
         Some(ours) if memory.repairs.reboot.is_some() => {
