@@ -87,6 +87,9 @@ pub struct ValidateSettings {
     /// How long that reservation holds the node (minutes): the validation
     /// job must run within it; past it the node takes jobs again.
     pub reservation_minutes: u64,
+    /// Who may run jobs in that reservation (`Users=`): the account lemon
+    /// submits the validation job as.
+    pub reservation_users: String,
     /// A criteria file (`validate-criteria.json` in the spool directory)
     /// older than this (hours) is ignored, and the run says so.
     pub criteria_max_age_hours: f64,
@@ -225,6 +228,7 @@ impl Default for ValidateSettings {
             benchmark: Vec::new(),
             after_repair: None,
             reservation_minutes: 240,
+            reservation_users: "root".into(),
             criteria_max_age_hours: 48.0,
             sku: None,
         }
@@ -324,6 +328,12 @@ impl ValidateSettings {
                     b.name
                 ));
             }
+        }
+        let users = &self.reservation_users;
+        if users.is_empty() || users.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "[validate] reservation_users = {users:?}: Slurm user names, comma-separated"
+            ));
         }
         if self.reservation_minutes == 0 {
             return Err("[validate] reservation_minutes = 0: at least 1".to_string());

@@ -245,17 +245,18 @@ fn wrong_results_and_a_tool_that_exits_non_zero_fail_whatever_the_criteria() {
 }
 
 /// A fake Slurm: `sinfo` prints `<dir>/state`; `scontrol` appends its
-/// arguments to `<dir>/scontrol.log`, and `show reservation` finds one when
-/// `<dir>/reservation` exists.
+/// arguments to `<dir>/scontrol.log`, and `-o show reservation` lists the
+/// node's validation reservation when `<dir>/reservation` exists (as Slurm
+/// 22.05 prints it).
 fn fake_slurm(dir: &Path, state: &str) -> SlurmCommands {
     std::fs::write(dir.join("state"), format!("{state}\n")).unwrap();
     let d = dir.display();
     script(dir, "sinfo", &format!("cat '{d}/state'"));
     let scontrol = format!(
         "echo \"$@\" >> '{d}/scontrol.log'\n\
-         if [ \"$1\" = show ]; then\n\
-           [ -e '{d}/reservation' ] && {{ echo \"ReservationName=$3 Nodes=node1\"; exit 0; }}\n\
-           echo \"Reservation $3 not found\" >&2; exit 1\n\
+         if [ \"$2\" = show ]; then\n\
+           [ -e '{d}/reservation' ] || {{ echo 'No reservations in the system'; exit 0; }}\n\
+           echo 'ReservationName=lemonade_validate_node1 StartTime=2026-01-01T00:00:00 Nodes=node1'\n\
          fi"
     );
     script(dir, "scontrol", &scontrol);

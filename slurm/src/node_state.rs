@@ -140,14 +140,17 @@ pub fn validation_reservation(node: &str) -> String {
     format!("lemonade_validate_{node}")
 }
 
-/// Whether the reservation `name` exists (`scontrol show reservation
-/// NAME`; Slurm answers `Reservation NAME not found` and exits 1 when not).
+/// Whether the reservation `name` exists, from `scontrol -o show
+/// reservation` (one line each). Not `show reservation NAME`: for a
+/// reservation that does not exist, Slurm 22.05 prints `not found` on stdout
+/// and exits 1, which reads like Slurm being unreachable.
 pub fn reservation_exists(cmds: &SlurmCommands, name: &str) -> Result<bool, CommandError> {
-    match cmds.run("scontrol", &["show", "reservation", name]) {
-        Ok(out) => Ok(!out.stdout.contains("not found")),
-        Err(CommandError::Failed { stderr, .. }) if stderr.contains("not found") => Ok(false),
-        Err(e) => Err(e),
-    }
+    let out = cmds.run("scontrol", &["-o", "show", "reservation"])?;
+    let wanted = format!("ReservationName={name} ");
+    Ok(out
+        .stdout
+        .lines()
+        .any(|line| line.starts_with(&wanted) || line == wanted.trim_end()))
 }
 
 /// Only reasons we can recognise later are written: a node that carries
@@ -287,6 +290,48 @@ mod tests {
                 "n1"
             ]
         );
+    }
+
+    #[test]
+    fn the_validation_reservation_is_made_and_deleted_by_name() {
+        let name = validation_reservation("gpu017");
+        assert_eq!(name, "lemonade_validate_gpu017");
+        assert_eq!(
+            StateCommand::reserve(&name, "gpu017", 240, "root").args(),
+            [
+                "create",
+                "reservation",
+                "ReservationName=lemonade_validate_gpu017",
+                "Nodes=gpu017",
+                "StartTime=now",
+                "Duration=240",
+                "Users=root",
+                "Flags=MAINT,IGNORE_JOBS"
+            ]
+        );
+        assert_eq!(
+            StateCommand::unreserve(&name).args(),
+            ["delete", "ReservationName=lemonade_validate_gpu017"]
+        );
+    }
+
+    #[test]
+    fn a_reservation_is_found_by_its_exact_name_in_the_one_line_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        // As Slurm 22.05 prints `scontrol -o show reservation`.
+        let listing = "ReservationName=lemonade_validate_gpu0171 StartTime=2026-11-25T01:00:00 \
+                       Nodes=gpu0171 Flags=MAINT,IGNORE_JOBS\n\
+                       ReservationName=lemonade_validate_gpu017 StartTime=2026-11-25T01:00:00 \
+                       Nodes=gpu017 Flags=MAINT,IGNORE_JOBS\n";
+        let script = format!("#!/bin/sh\nprintf '{listing}'\n");
+        let path = dir.path().join("scontrol");
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cmds = SlurmCommands::new(dir.path(), None, Duration::from_secs(5));
+        assert!(reservation_exists(&cmds, "lemonade_validate_gpu017").unwrap());
+        assert!(!reservation_exists(&cmds, "lemonade_validate_gpu01").unwrap());
+        std::fs::write(&path, "#!/bin/sh\necho 'No reservations in the system'\n").unwrap();
+        assert!(!reservation_exists(&cmds, "lemonade_validate_gpu017").unwrap());
     }
 
     #[test]

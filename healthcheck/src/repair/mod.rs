@@ -25,6 +25,7 @@
 //! the hooks like the policy's own changes. Never in the prolog or epilog.
 
 pub mod breaker;
+mod gate;
 pub mod plan;
 
 use crate::checks::xid::evaluate::{forget_before_reset, XidState};
@@ -35,7 +36,9 @@ use crate::session::NodeSession;
 use crate::state_change::{ChangeOutcome, StateChange};
 use lemonade_config::Config;
 use lemonade_slurm::command::SlurmCommands;
-use lemonade_slurm::node_state::{NodeWriter, OutState, StateCommand, StateWrite};
+use lemonade_slurm::node_state::{
+    reservation_exists, validation_reservation, NodeWriter, OutState, StateCommand, StateWrite,
+};
 use lemonade_slurm::reason::{owner, with_remark, ReasonOwner};
 use lemonade_slurm::sinfo;
 use lemonade_sql::node_jobs;
@@ -90,6 +93,9 @@ pub fn apply(
         result: RepairResult::default(),
         forget: Vec::new(),
     };
+    if config.validate.gates_repair() {
+        gate::release_after_verdict(&mut ctx, store.connection(), &path);
+    }
     match memory.ours.clone() {
         None => memory.repairs.reboot = None,
         Some(ours) if memory.repairs.reboot.is_some() => {
@@ -558,7 +564,7 @@ fn after_reboot(ctx: &mut RepairCtx, ours: &Ours, policy: &PolicyResult, memory:
         // the node stays DOWN until a run can tell.
         return;
     }
-    memory.repairs.reboot = None;
+    let pending = memory.repairs.reboot.take();
     let faults: Vec<String> = ctx
         .report
         .findings
@@ -568,10 +574,24 @@ fn after_reboot(ctx: &mut RepairCtx, ours: &Ours, policy: &PolicyResult, memory:
         .map(|f| format!("{} {}", f.code, f.entity))
         .collect();
     if faults.is_empty() {
+        let held = ctx.config.validate.gates_repair();
+        if held && !hold_for_validation(ctx, ours) {
+            // No reservation, no resume: the next run tries again.
+            memory.repairs.reboot = pending;
+            return;
+        }
         let command = StateCommand::resume(ctx.node());
+        let gate = if held {
+            format!(
+                " (held for validation in {})",
+                validation_reservation(ctx.node())
+            )
+        } else {
+            String::new()
+        };
         if ctx.write("resume", &ours.reason, ours, &command) {
             if let Some(c) = ctx.result.changes.last_mut() {
-                c.detail = format!("clean check after the reboot: {}", c.detail);
+                c.detail = format!("clean check after the reboot{gate}: {}", c.detail);
             }
             if !ctx.dry_run {
                 memory.ours = None;
@@ -583,6 +603,33 @@ fn after_reboot(ctx: &mut RepairCtx, ours: &Ours, policy: &PolicyResult, memory:
     hand_over(ctx, ours, true, &HandOver::RebootDidNotHelp, memory);
     if let Some(c) = ctx.result.changes.last_mut() {
         c.detail = format!("{} (still: {})", c.detail, faults.join(", "));
+    }
+}
+
+/// `[validate] after_repair`: before the clean node is resumed, a
+/// reservation of ours (`lemonade_validate_<node>`, `Flags=MAINT,IGNORE_JOBS`,
+/// `[validate] reservation_users` only) is put on it, so that it takes no
+/// user job until lemon's validation job, submitted into the reservation,
+/// passes and `healthcheck validate` deletes it. Made while the node is
+/// still DOWN: Slurm 22.05 reserves a DOWN node named in `Nodes=`, and so no
+/// job can slip in between the resume and the reservation. False when the
+/// reservation could not be made (recorded): the node then stays DOWN.
+fn hold_for_validation(ctx: &mut RepairCtx, ours: &Ours) -> bool {
+    let name = validation_reservation(ctx.node());
+    let answer = reservation_exists(&ctx.cmds, &name);
+    match ctx.ask("reserve", ours, answer) {
+        None => false,
+        Some(true) => true,
+        Some(false) => {
+            let settings = &ctx.config.validate;
+            let command = StateCommand::reserve(
+                &name,
+                ctx.node(),
+                settings.reservation_minutes,
+                &settings.reservation_users,
+            );
+            ctx.write("reserve", &ours.reason, ours, &command)
+        }
     }
 }
 

@@ -7,7 +7,9 @@
 //! * pass: a node out with our `hc: VALIDATE` reason is resumed, never one
 //!   with any other reason;
 //! * both: the reservation that held the node after a repair
-//!   (`lemonade_validate_<node>`) is deleted, after the drain;
+//!   (`lemonade_validate_<node>`) is deleted, after the drain; from inside
+//!   it (the validation job) Slurm refuses while the job runs, and the
+//!   periodic run deletes it after (`repair::gate`);
 //! * unknown: nothing changes; the reservation, if any, runs out by itself.
 
 use super::judge::{Judgement, Verdict};
@@ -95,8 +97,26 @@ impl Acted {
             Ok(true) => {
                 let command = StateCommand::unreserve(&name);
                 self.write(writer, "unreserve", &name, j, &command);
+                self.in_use_is_not_a_failure();
             }
             Err(e) => self.record("unreserve", &name, j, ChangeOutcome::Failed, e.to_string()),
+        }
+    }
+
+    /// Run from the validation job inside the reservation, the delete is
+    /// refused while the job lasts; the periodic run deletes it after
+    /// (`repair::gate`). Said so, not counted as Slurm failing.
+    fn in_use_is_not_a_failure(&mut self) {
+        let Some(change) = self.changes.last_mut() else {
+            return;
+        };
+        if change.outcome == ChangeOutcome::Failed && change.detail.contains("in use") {
+            change.outcome = ChangeOutcome::Skipped;
+            self.messages.pop();
+            self.messages.push(format!(
+                "{} is in use by this job: the next periodic run after it deletes it",
+                change.reason
+            ));
         }
     }
 

@@ -180,10 +180,10 @@ fn judge_metric(
         .iter()
         .filter(|f| &f.metric == name && f.sku.as_deref().is_none_or(|s| s == sku))
     {
-        if let Some(min) = floor.min.filter(|min| !(value >= *min)) {
+        if let Some(min) = floor.min.filter(|min| value.is_nan() || value < *min) {
             return Some(format!("{name} {}<{} {unit} (floor)", num(value), num(min)));
         }
-        if let Some(max) = floor.max.filter(|max| !(value <= *max)) {
+        if let Some(max) = floor.max.filter(|max| value.is_nan() || value > *max) {
             return Some(format!("{name} {}>{} {unit} (floor)", num(value), num(max)));
         }
     }

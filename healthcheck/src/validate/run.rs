@@ -133,7 +133,7 @@ fn record(req: &Request, report: &Report) -> Result<(), String> {
     let row = ValidationRow {
         at: req.now,
         job_id: req.job_id.clone(),
-        sku: sku.clone(),
+        sku,
         verdict: j.verdict.as_str().to_string(),
         criteria: j.criteria.clone(),
         failing: json(&j.failing),
@@ -145,13 +145,22 @@ fn record(req: &Request, report: &Report) -> Result<(), String> {
         let _ =
             node_jobs::record_state_change(store.connection(), &path, &change.row(req.now, None));
     }
-    // An unknown verdict says nothing of the node: lemon learns only from
-    // runs that were judged.
+    let bodies = bodies(req, report, &row);
+    export::export(req.config, store, req.node, req.now, bodies)
+        .map(|_| ())
+        .map_err(|e| format!("not exported: {e}"))
+}
+
+/// The run's export records: its `validation` record (an unknown verdict
+/// says nothing of the node, and lemon learns only from judged runs), then
+/// its state changes.
+fn bodies(req: &Request, report: &Report, row: &ValidationRow) -> Vec<Body> {
+    let j = &report.judgement;
     let mut bodies = Vec::new();
     if j.verdict != Verdict::Unknown {
         bodies.push(Body::Validation {
             job_id: req.job_id.clone(),
-            sku,
+            sku: row.sku.clone(),
             metrics: row
                 .metrics
                 .iter()
@@ -169,9 +178,7 @@ fn record(req: &Request, report: &Report) -> Result<(), String> {
         action: format!("{} ({})", c.action, c.outcome.as_str()),
         reason: c.reason.clone(),
     }));
-    export::export(req.config, store, req.node, req.now, bodies)
-        .map(|_| ())
-        .map_err(|e| format!("not exported: {e}"))
+    bodies
 }
 
 /// The run for people, or one JSON object for programs.
