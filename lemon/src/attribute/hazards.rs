@@ -322,7 +322,12 @@ impl Rounds<'_> {
                 let total = u + rates.iter().sum::<f64>();
                 for (w, r) in chances[span].iter_mut().zip(&rates) {
                     let next = if total > 0.0 { r / total } else { 0.0 };
-                    change = change.max((next - *w).abs());
+                    // As `change.max(..)` (a NaN never wins), without
+                    // making every slot wait on the one before.
+                    let moved = (next - *w).abs();
+                    if moved > change {
+                        change = moved;
+                    }
                     *w = next;
                 }
             }
