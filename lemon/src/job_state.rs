@@ -38,7 +38,15 @@ impl JobState {
 
     /// Parses sacct's `State` column; `CANCELLED by 1234` is `Cancelled`.
     pub fn from_sacct(s: &str) -> JobState {
-        let word = s.split_whitespace().next().unwrap_or("");
+        // A state alone (most of a million runs) needs no split.
+        match JobState::from_word(s) {
+            JobState::Other => JobState::from_word(s.split_whitespace().next().unwrap_or("")),
+            state => state,
+        }
+    }
+
+    /// The state named by one word of sacct's State.
+    fn from_word(word: &str) -> JobState {
         match word {
             "COMPLETED" => JobState::Completed,
             "FAILED" => JobState::Failed,

@@ -71,7 +71,7 @@ impl Hazards {
         // The rounds below touch every node of every weighed run 50 times:
         // dense indices instead of hash lookups (millions of node slots in a
         // fleet's month of large jobs).
-        let mut dense: FastMap<i64, usize> = FastMap::default();
+        let mut dense = DenseNodes::new(runs, weighed);
         let (mut slots, mut chances, mut spans) = (Vec::new(), Vec::new(), vec![0]);
         for &i in weighed {
             let k = runs[i].nodes.len();
@@ -80,18 +80,17 @@ impl Hazards {
             } else {
                 0.0
             };
-            for n in &runs[i].nodes {
-                let next = dense.len();
-                slots.push(*dense.entry(*n).or_insert(next));
+            for &n in &runs[i].nodes {
+                slots.push(dense.index(n));
                 chances.push(start);
             }
             spans.push(slots.len());
         }
         let mut hard_dense = vec![0.0; dense.len()];
         let mut days_dense = vec![0.0; dense.len()];
-        for (n, &d) in &dense {
+        for (n, d) in dense.nodes() {
             hard_dense[d] = hard.get(n).copied().unwrap_or(0.0);
-            days_dense[d] = node_days.get(n).copied().unwrap_or(0.0);
+            days_dense[d] = node_days.get(n).copied().unwrap_or(0.0) + PRIOR_NODE_DAYS;
         }
         let hard_total: f64 = hard.values().sum();
         let rounds = Rounds {
@@ -217,6 +216,65 @@ fn record_text(user: &str, rec: UserRecord, u: f64, run: &FailedRun) -> String {
     )
 }
 
+/// Dense indices of the weighed runs' nodes, in the order first seen.
+/// Node ids are SQLite row ids, dense from 1: a table indexed by id finds
+/// the index of each of millions of node slots without hashing; a map
+/// where ids are too sparse for a table.
+struct DenseNodes {
+    /// By node id: its index + 1 (0: not seen yet).
+    table: Vec<u32>,
+    map: FastMap<i64, usize>,
+    /// The node ids, by index.
+    ids: Vec<i64>,
+}
+
+impl DenseNodes {
+    fn new(runs: &[FailedRun], weighed: &[usize]) -> DenseNodes {
+        let (mut top, mut slots) = (0i64, 0usize);
+        for &i in weighed {
+            slots += runs[i].nodes.len();
+            top = runs[i].nodes.iter().fold(top, |t, &n| t.max(n));
+        }
+        let table_len = usize::try_from(top).map_or(0, |t| t + 1);
+        let table = if table_len <= slots.max(1 << 16) {
+            vec![0; table_len]
+        } else {
+            Vec::new()
+        };
+        DenseNodes {
+            table,
+            map: FastMap::default(),
+            ids: Vec::new(),
+        }
+    }
+
+    /// The index of node `n`, given the next one when it is new.
+    fn index(&mut self, n: i64) -> usize {
+        let next = self.ids.len();
+        if let Some(slot) = usize::try_from(n).ok().and_then(|i| self.table.get_mut(i)) {
+            if *slot == 0 {
+                *slot = next as u32 + 1;
+                self.ids.push(n);
+            }
+            return *slot as usize - 1;
+        }
+        let d = *self.map.entry(n).or_insert(next);
+        if d == next {
+            self.ids.push(n);
+        }
+        d
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// (node id, index) of every node seen.
+    fn nodes(&self) -> impl Iterator<Item = (&i64, usize)> {
+        self.ids.iter().enumerate().map(|(d, n)| (n, d))
+    }
+}
+
 /// The EM rounds over the weighed runs' node slots (dense node indices).
 struct Rounds<'a> {
     slots: &'a [usize],
@@ -224,7 +282,9 @@ struct Rounds<'a> {
     spans: &'a [usize],
     /// Per run: the user's rate, the hardware rate per unit hazard.
     base: &'a [(f64, f64)],
-    /// Per node: failures evidence blames, node-days.
+    /// Per node: failures evidence blames, node-days plus
+    /// [`PRIOR_NODE_DAYS`] (the hazard's denominator, added once, not
+    /// every round).
     hard: &'a [f64],
     days: &'a [f64],
     hard_total: f64,
@@ -249,20 +309,25 @@ impl Rounds<'_> {
             } else {
                 0.0
             };
+            let prior = PRIOR_NODE_DAYS * fleet_rate;
             let mut change: f64 = 0.0;
             for (k, &(u, per_hazard)) in self.base.iter().enumerate() {
                 let span = self.spans[k]..self.spans[k + 1];
                 rates.clear();
                 for (&d, own) in self.slots[span.clone()].iter().zip(&chances[span.clone()]) {
                     let f = fails[d] - own;
-                    let h = (f.max(0.0) + PRIOR_NODE_DAYS * fleet_rate)
-                        / (self.days[d] + PRIOR_NODE_DAYS);
+                    let h = (f.max(0.0) + prior) / self.days[d];
                     rates.push(h * per_hazard);
                 }
                 let total = u + rates.iter().sum::<f64>();
                 for (w, r) in chances[span].iter_mut().zip(&rates) {
                     let next = if total > 0.0 { r / total } else { 0.0 };
-                    change = change.max((next - *w).abs());
+                    // As `change.max(..)` (a NaN never wins), without
+                    // making every slot wait on the one before.
+                    let moved = (next - *w).abs();
+                    if moved > change {
+                        change = moved;
+                    }
                     *w = next;
                 }
             }
@@ -295,4 +360,47 @@ fn blamed_by_evidence(
     let share_signal = (signals + 1.0) / (blamed + 3.0);
     let share_exit = (exits + 1.0) / (blamed + 3.0);
     (hard, share_signal, share_exit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_on(nodes: Vec<i64>) -> FailedRun {
+        FailedRun {
+            row_id: 1,
+            job_id_raw: 1,
+            job_id: "1".into(),
+            user: 0,
+            state: JobState::Failed,
+            start: Some(0),
+            end: 3600,
+            exit_code: Some(1),
+            exit_signal: None,
+            nodes,
+            log: None,
+            trace: None,
+        }
+    }
+
+    #[test]
+    fn nodes_are_numbered_in_the_order_first_seen_with_or_without_a_table() {
+        // Small ids go through the table, ids far beyond the slots through the map.
+        for far in [9, 1 << 40] {
+            let runs = vec![
+                run_on(vec![7, 3]),
+                run_on(vec![3, far, 7]),
+                run_on(vec![-2]),
+            ];
+            let mut dense = DenseNodes::new(&runs, &[0, 1, 2]);
+            let got: Vec<usize> = runs
+                .iter()
+                .flat_map(|r| r.nodes.clone())
+                .map(|n| dense.index(n))
+                .collect();
+            assert_eq!(got, [0, 1, 1, 2, 0, 3]);
+            let nodes: Vec<(i64, usize)> = dense.nodes().map(|(&n, d)| (n, d)).collect();
+            assert_eq!(nodes, [(7, 0), (3, 1), (far, 2), (-2, 3)]);
+        }
+    }
 }

@@ -236,7 +236,7 @@ fn load<J: Record>(
         if !p.gpus_known {
             job.set_gpus(job.nodes().saturating_mul(gpn));
         }
-        if last_end.of(p.raw) > p.end {
+        if last_end.ends_after(p.raw, p.end) {
             job.set_requeued();
         }
         while categories.next_if(|c| c.0 < p.row_id).is_some() {}
@@ -255,10 +255,31 @@ fn load<J: Record>(
 /// The records by end time, then raw job id (the order of the `jobs_run`
 /// index, which the report's sums follow); the pass reads them by row id,
 /// which follows end times but for runs that end in the same second.
+/// Where the ends are in order already, only each second's runs are put
+/// in order, not a million runs at once.
 fn in_end_order<J>(mut jobs: Vec<J>, pending: &[Pending]) -> Vec<J> {
+    if !pending.windows(2).all(|w| w[0].end <= w[1].end) {
+        reorder(&mut jobs, pending);
+        return jobs;
+    }
+    let mut start = 0;
+    while start < pending.len() {
+        let end = pending[start].end;
+        let len = pending[start..].iter().take_while(|p| p.end == end).count();
+        if len > 1 {
+            reorder(&mut jobs[start..start + len], &pending[start..start + len]);
+        }
+        start += len;
+    }
+    jobs
+}
+
+/// Puts `jobs` (one per `pending`) in the order of (end, raw job id),
+/// stably.
+fn reorder<J>(jobs: &mut [J], pending: &[Pending]) {
     let key = |p: &Pending| (p.end, p.raw);
     if pending.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
-        return jobs;
+        return;
     }
     let mut order: Vec<((i64, i64), usize)> = pending
         .iter()
@@ -281,16 +302,22 @@ fn in_end_order<J>(mut jobs: Vec<J>, pending: &[Pending]) -> Vec<J> {
             to = from;
         }
     }
-    jobs
 }
 
-/// The last end of each raw job id: a later run means the job was
-/// requeued. Slurm numbers jobs in order, so the ids of a range's runs
-/// mostly fill a span not much wider than their count: a table indexed by
-/// id then, a map where a few old ids widen the span.
-enum LastEnds {
-    Dense { first: i64, ends: Vec<i64> },
-    Sparse(FastMap<i64, i64>),
+/// The last end of each raw job id read more than once: a later run
+/// means the job was requeued. Slurm numbers jobs in order, so the ids of
+/// a range's runs mostly fill a span not much wider than their count: two
+/// bits per id then (seen, seen again), which stay in cache where a
+/// million ends looked up in id order did not; a map where a few old ids
+/// widen the span.
+struct LastEnds {
+    first: i64,
+    /// Per id from `first`, packed 64 to a word; empty: no table.
+    seen: Vec<u64>,
+    again: Vec<u64>,
+    /// The last end of every id read more than once (of every id
+    /// without a table).
+    repeated: FastMap<i64, i64>,
 }
 
 impl LastEnds {
@@ -303,31 +330,50 @@ impl LastEnds {
             (first, last) = (0, 0);
         }
         let span = usize::try_from(last.saturating_sub(first)).unwrap_or(usize::MAX);
+        let mut table = LastEnds {
+            first,
+            seen: Vec::new(),
+            again: Vec::new(),
+            repeated: FastMap::default(),
+        };
         if span < len.saturating_mul(4).max(1024) {
-            let mut dense = vec![i64::MIN; span + 1];
-            for (raw, end) in ends {
-                let slot = &mut dense[(raw - first) as usize];
-                *slot = (*slot).max(end);
+            table.seen = vec![0; span / 64 + 1];
+            table.again = vec![0; span / 64 + 1];
+            for (raw, _) in ends.clone() {
+                let (word, bit) = table.bit(raw);
+                if table.seen[word] & bit != 0 {
+                    table.again[word] |= bit;
+                }
+                table.seen[word] |= bit;
             }
-            return LastEnds::Dense { first, ends: dense };
         }
-        let mut map = FastMap::default();
         for (raw, end) in ends {
-            let e = map.entry(raw).or_insert(end);
-            *e = (*e).max(end);
+            if table.read_again(raw) {
+                let e = table.repeated.entry(raw).or_insert(end);
+                *e = (*e).max(end);
+            }
         }
-        LastEnds::Sparse(map)
+        table
     }
 
-    /// The last end of `raw` (`i64::MIN` for an id never read).
-    fn of(&self, raw: i64) -> i64 {
-        match self {
-            LastEnds::Dense { first, ends } => usize::try_from(raw - first)
-                .ok()
-                .and_then(|i| ends.get(i).copied())
-                .unwrap_or(i64::MIN),
-            LastEnds::Sparse(map) => map.get(&raw).copied().unwrap_or(i64::MIN),
+    /// The word and bit of `raw` in the table (which holds it).
+    fn bit(&self, raw: i64) -> (usize, u64) {
+        let i = (raw - self.first) as usize;
+        (i / 64, 1 << (i % 64))
+    }
+
+    /// Whether `raw` may have more than one run (always, without a table).
+    fn read_again(&self, raw: i64) -> bool {
+        if self.again.is_empty() {
+            return true;
         }
+        let (word, bit) = self.bit(raw);
+        self.again.get(word).is_some_and(|w| w & bit != 0)
+    }
+
+    /// Whether a run of `raw` (one of those read) ends after `end`.
+    fn ends_after(&self, raw: i64, end: i64) -> bool {
+        self.read_again(raw) && self.repeated.get(&raw).is_some_and(|&last| last > end)
     }
 }
 
@@ -553,4 +599,51 @@ pub fn signals_from_scores(scores: &Scores) -> Vec<SignalValues> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(raw: i64, end: i64) -> Pending {
+        Pending {
+            row_id: 0,
+            raw,
+            end,
+            gpus_known: true,
+        }
+    }
+
+    #[test]
+    fn a_run_is_requeued_only_when_a_run_of_its_job_ends_later() {
+        // Dense ids, then ids too far apart for a table.
+        for runs in [
+            vec![(5, 100), (6, 100), (5, 300), (7, 200), (7, 200)],
+            vec![(5, 100), (6_000_000, 100), (5, 300), (7, 200), (7, 200)],
+        ] {
+            let ends = LastEnds::new(runs.iter().copied());
+            assert!(ends.ends_after(5, 100));
+            assert!(!ends.ends_after(5, 300));
+            assert!(!ends.ends_after(runs[1].0, 100));
+            // Two runs of one job that end in the same second.
+            assert!(!ends.ends_after(7, 200));
+            assert!(!ends.ends_after(8, 0), "a job never read");
+        }
+    }
+
+    #[test]
+    fn records_end_up_by_end_then_job_id_whether_or_not_the_ends_were_in_order() {
+        for ends in [[10, 10, 10, 20, 20], [20, 10, 10, 20, 10]] {
+            let raws = [3, 1, 2, 9, 4];
+            let pending: Vec<Pending> = raws
+                .iter()
+                .zip(ends)
+                .map(|(&raw, end)| pending(raw, end))
+                .collect();
+            let jobs: Vec<(i64, i64)> = pending.iter().map(|p| (p.end, p.raw)).collect();
+            let mut sorted = jobs.clone();
+            sorted.sort();
+            assert_eq!(in_end_order(jobs, &pending), sorted);
+        }
+    }
 }
