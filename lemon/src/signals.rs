@@ -633,6 +633,8 @@ struct Both<'a, 'p> {
     pass: &'a mut WindowPass<'p>,
     t1: i64,
     each: &'a mut dyn db::RunVisitor,
+    /// Runs of this job name are left out of both (our validation jobs).
+    skip_name: Option<&'a str>,
 }
 
 impl db::RunVisitor for Both<'_, '_> {
@@ -641,6 +643,9 @@ impl db::RunVisitor for Both<'_, '_> {
     }
 
     fn visit(&mut self, row: &db::RunRow) -> Result<()> {
+        if self.skip_name.is_some() && row.job_name()? == self.skip_name {
+            return Ok(());
+        }
         if row.end <= self.t1 {
             self.pass.add(row)?;
         }
@@ -668,6 +673,7 @@ pub fn attribute_range_with(
             pass: &mut pass,
             t1,
             each,
+            skip_name: p.own_job_name.as_deref(),
         },
     )?;
     let (exposure, mut users, mut runs) = pass.finish(conn)?;
@@ -829,6 +835,28 @@ mod tests {
                 at_ms,
             },
         }
+    }
+
+    #[test]
+    fn our_own_validation_jobs_are_left_out_of_the_attribution() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = db::open(&dir.path().join("l.db"), Duration::from_secs(5)).unwrap();
+        let jobs = "\
+JobIDRaw|JobID|JobName|NodeList|NNodes|State|ExitCode|DerivedExitCode|Submit|Start|End|ElapsedRaw|Partition|User|AllocTRES
+11|11|lemonade-validate|n1|1|FAILED|2:0|0:0|1|15000|20000|5000|b|root|gres/gpu=8
+12|12|train|n1|1|NODE_FAIL|0:0|0:0|1|15000|20100|5100|b|u|gres/gpu=8
+";
+        ingest::sacct::ingest_reader(&conn, jobs.as_bytes(), "jobs", 86_400).unwrap();
+        let ids = |p: &AttributionParams| {
+            let w = attribute_range(&conn, 10_000, 30_000, p, &|_| 0).unwrap();
+            w.runs.iter().map(|r| r.job_id_raw).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&AttributionParams::default()), [11, 12]);
+        let ours = AttributionParams {
+            own_job_name: Some("lemonade-validate".into()),
+            ..AttributionParams::default()
+        };
+        assert_eq!(ids(&ours), [12]);
     }
 
     #[test]

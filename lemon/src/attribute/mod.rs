@@ -268,6 +268,11 @@ impl Attribution {
 pub struct AttributionParams {
     /// Exit codes that are always the user's.
     pub user_error_exit_codes: Vec<i32>,
+    /// The job name of our own validation jobs (`[validate] job_name`):
+    /// their runs are no one's work and no evidence against a node (a
+    /// failed validation already drained it with `hc: VALIDATE`), so the
+    /// attribution and the reliability report leave them out.
+    pub own_job_name: Option<String>,
 }
 
 /// True for the states that count as failures.

@@ -41,6 +41,7 @@ fn mark(at: i64, c: &str) -> Mark {
 fn one(r: &FailedRun, ev: &Evidence, u: &UserStats) -> Attribution {
     let p = AttributionParams {
         user_error_exit_codes: vec![126, 127],
+        own_job_name: None,
     };
     attribute_all(std::slice::from_ref(r), ev, u, &HashMap::new(), &p).remove(0)
 }

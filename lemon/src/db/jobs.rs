@@ -55,6 +55,7 @@ mod col {
     pub const USER: usize = 12;
     pub const EXIT_CODE: usize = 13;
     pub const EXIT_SIGNAL: usize = 14;
+    pub const JOB_NAME: usize = 15;
 }
 
 impl<'r> RunRow<'r> {
@@ -91,6 +92,11 @@ impl<'r> RunRow<'r> {
     /// sacct's State.
     pub fn state(&self) -> Result<&'r str> {
         Ok(self.state)
+    }
+
+    /// sacct's JobName, where the history had the column.
+    pub fn job_name(&self) -> Result<Option<&'r str>> {
+        self.text(col::JOB_NAME)
     }
 
     pub fn partition(&self) -> Result<Option<&'r str>> {
@@ -160,7 +166,7 @@ pub fn scan_runs(conn: &Connection, t0: i64, t1: i64, each: &mut dyn RunVisitor)
     each.expect(usize::try_from(last - first + 1).unwrap_or(0));
     let mut stmt = conn.prepare_cached(
         "SELECT id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition,
-                nnodes, gpus, node, node_ids, user, exit_code, exit_signal
+                nnodes, gpus, node, node_ids, user, exit_code, exit_signal, job_name
          FROM jobs WHERE id >= ?1 ORDER BY id",
     )?;
     let mut rows = stmt.query([first])?;
