@@ -158,3 +158,51 @@ fn a_poll_while_lemon_run_holds_the_lock_reads_what_lemon_db_has_and_ingests_nex
     assert!(next.contains("30 new"), "{next}");
     assert_eq!(samples_in_db(dir.path()), 60);
 }
+
+/// `lemon ingest --no-slurm`, as a site's cron ran it beside the service.
+fn cron_ingest(config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lemon"))
+        .arg("--config")
+        .arg(config)
+        .args(["ingest", "--no-slurm"])
+        .env_remove("LEMONADE_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn polls_and_a_cron_ingest_at_the_same_time_neither_fail_nor_store_a_sample_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    stand_in_slurm(dir.path());
+    let config = write_config(dir.path());
+    let spool = dir.path().join("spool");
+    let now = chrono::Utc::now().timestamp();
+    export(&spool, 1, now - 110);
+    // lemon.db exists, as on a head node (a poll creates it).
+    poll(&config);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for seq in 2..=10 {
+                export(&spool, seq, now - 120 + 10 * seq as i64);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        s.spawn(|| {
+            for _ in 0..8 {
+                let out = cron_ingest(&config);
+                assert!(
+                    out.status.success(),
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        });
+        for _ in 0..8 {
+            poll(&config);
+        }
+    });
+    let last = poll(&config);
+    assert!(last.contains("30 rows read"), "{last}");
+    assert_eq!(samples_in_db(dir.path()), 10 * 30);
+}
