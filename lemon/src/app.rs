@@ -132,7 +132,7 @@ fn ingest_cmd(ctx: &App, args: &IngestArgs) -> Result<u8> {
     let rep = ingest::ingest(
         &mut conn,
         &sources,
-        &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now),
+        &IngestContext::of(&ctx.cfg, &ctx.slurm, ctx.now),
     )?;
     print!("{}", rep.text());
     ctx.keep_log_short(&conn)?;
@@ -167,7 +167,7 @@ fn run_cmd(ctx: &App, args: &RunArgs) -> Result<u8> {
     let ing = ingest::ingest(
         &mut conn,
         &sources,
-        &ingest_ctx(&ctx.cfg, &ctx.slurm, ctx.now),
+        &IngestContext::of(&ctx.cfg, &ctx.slurm, ctx.now),
     )?;
     let until = db::history_until(&conn)?;
     let refuse = refusal(&ing, until, ctx.now, ctx.cfg.lemon.max_history_lag_hours);
@@ -365,6 +365,13 @@ fn watch_live(ctx: &App, args: &WatchArgs) -> Result<u8> {
         slurm: &ctx.slurm,
         dry_run: args.dry_run,
         once: args.once,
+        spool: ctx
+            .default_spool
+            .clone()
+            .map(|spool_dir| crate::watch::feed::SpoolFeed {
+                db_path: &ctx.db_path,
+                spool_dir,
+            }),
     };
     Ok(match service::run(&conn, &params)? {
         PollEnd::Quiet => EXIT_OK,
@@ -454,17 +461,6 @@ fn ticket_cmd(ctx: &App, t: TicketCommand) -> Result<u8> {
         }
     }
     Ok(EXIT_OK)
-}
-
-fn ingest_ctx<'a>(cfg: &Config, slurm: &'a SlurmCommands, now: i64) -> IngestContext<'a> {
-    IngestContext {
-        slurm,
-        now,
-        window_days: cfg.lemon.window_days,
-        sacct_window_hours: cfg.lemon.sacct_window_hours,
-        time_zone: cfg.lemon.time_zone.clone(),
-        signatures: cfg.lemon.signatures.clone(),
-    }
 }
 
 /// The scoring's settings from config.

@@ -132,12 +132,14 @@ pub struct WatchArgs {
     pub replay: Option<PathBuf>,
     /// The service: every `[watch.service] poll_s`, the running multi-node jobs'
     /// samples from `[watch] source`; an outlier is drained (`lemon: OUTLIER ...`).
+    /// The embedded source's polls first ingest the nodes' spool exports.
     #[arg(long)]
     pub live: bool,
     /// With --live: one poll, then exit (0 nothing, 1 an outlier acted on, 2 poll skipped).
     #[arg(long, requires = "live")]
     pub once: bool,
-    /// With --live: print the scontrol commands and hooks instead of running them.
+    /// With --live: print the scontrol commands and hooks instead of running them
+    /// (the spool is still ingested, as `lemon run --dry-run` ingests).
     #[arg(long, requires = "live")]
     pub dry_run: bool,
     /// `json`: stdout carries only the array of detections (`[]` when none).

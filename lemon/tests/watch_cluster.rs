@@ -6,9 +6,9 @@
 //! * one node sampler per node (`healthcheck sample --interval 1
 //!   --flush-every 1`, through the cluster's wrapper, as the node's service
 //!   runs it) reads its node's fake NVML and exports a chunk every second;
-//! * `lemon ingest --no-slurm` every second carries the chunks into lemon.db;
-//! * the `lemon watch --live` service polls every second, reading squeue and
-//!   sinfo and draining through the cluster's own scontrol.
+//! * the `lemon watch --live` service polls every second: it ingests the
+//!   spool exports into lemon.db itself (nothing else runs `lemon ingest`),
+//!   reads squeue and sinfo and drains through the cluster's own scontrol.
 //!
 //! The GPUs are healthy until the test creates a trigger file; then (the
 //! fake NVML's `then` overlay) node2's GPU utilisation and SM clock
@@ -24,9 +24,6 @@ use lemonade_tests::fake_nvml;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const NODES: [&str; 3] = ["node1", "node2", "node3"];
@@ -74,25 +71,9 @@ impl Drop for Background {
     }
 }
 
-/// `lemon ingest` every second until dropped.
-struct Ingester {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Ingester {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// The running setup; fields drop in order: the processes before the cluster.
 struct Setup {
     watch: Option<Background>,
-    _ingest: Ingester,
     _samplers: Vec<Background>,
     c: Cluster,
     job: String,
@@ -162,46 +143,6 @@ fn sampler(c: &Cluster, node: &str) -> Background {
     Background(child)
 }
 
-/// `lemon ingest --no-slurm` (the spool exports only) every second.
-fn ingester(c: &Cluster, db: &Path) -> Ingester {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (config, db, log) = (
-        c.config_path(),
-        db.to_path_buf(),
-        c.dir().join("log/ingest.log"),
-    );
-    let flag = stop.clone();
-    let thread = std::thread::spawn(move || {
-        while !flag.load(Ordering::SeqCst) {
-            let out = Command::new(lemon_bin())
-                .arg("--config")
-                .arg(&config)
-                .arg("--db")
-                .arg(&db)
-                .args(["ingest", "--no-slurm"])
-                .env_remove("LEMONADE_CONFIG")
-                .stdin(Stdio::null())
-                .output();
-            if let Ok(out) = out {
-                use std::io::Write;
-                if let Ok(mut f) = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&log)
-                {
-                    let _ = f.write_all(&out.stdout);
-                    let _ = f.write_all(&out.stderr);
-                }
-            }
-            std::thread::sleep(Duration::from_secs(1));
-        }
-    });
-    Ingester {
-        stop,
-        thread: Some(thread),
-    }
-}
-
 /// Nodes with samples of `job` in lemon.db.
 fn nodes_sampled(db: &Path, job: &str) -> usize {
     let Ok(conn) = lemon::db::open(db, Duration::from_secs(5)) else {
@@ -214,8 +155,8 @@ fn nodes_sampled(db: &Path, job: &str) -> usize {
         .count()
 }
 
-/// The cluster, a 3-node job, the samplers, the ingest and the watch
-/// service, with every node's samples in lemon.db for [`HEALTHY_S`].
+/// The cluster, a 3-node job, the samplers and the watch service (which
+/// ingests the spool), with every node's samples in lemon.db for [`HEALTHY_S`].
 fn start(fault: Fault) -> Setup {
     let scenarios_dir = tempfile::tempdir().unwrap();
     let trigger = scenarios_dir.path().join("fault-now");
@@ -233,7 +174,14 @@ fn start(fault: Fault) -> Setup {
     let job = c
         .sbatch(&["-N3", "--wrap", "sleep 600"])
         .unwrap_or_else(|e| panic!("sbatch: {e}"));
-    let ingest = ingester(&c, &db);
+    // The service alone carries the samplers' chunks into lemon.db.
+    let watch = Background(
+        lemon(&c, &db, &["watch", "--live"])
+            .stdout(log_file(&c, "watch.out"))
+            .stderr(log_file(&c, "watch.err"))
+            .spawn()
+            .expect("start lemon watch --live"),
+    );
     let sampled = c.wait_until(Duration::from_secs(90), || nodes_sampled(&db, &job) == 3);
     assert!(
         sampled,
@@ -244,15 +192,9 @@ fn start(fault: Fault) -> Setup {
             .map(|p| p.display().to_string())
             .unwrap_or_default()
     );
-    let watch = lemon(&c, &db, &["watch", "--live"])
-        .stdout(log_file(&c, "watch.out"))
-        .stderr(log_file(&c, "watch.err"))
-        .spawn()
-        .expect("start lemon watch --live");
     std::thread::sleep(Duration::from_secs(HEALTHY_S));
     Setup {
-        watch: Some(Background(watch)),
-        _ingest: ingest,
+        watch: Some(watch),
         _samplers: samplers,
         c,
         job,

@@ -205,6 +205,21 @@ pub struct IngestContext<'a> {
     pub signatures: Option<PathBuf>,
 }
 
+impl<'a> IngestContext<'a> {
+    /// The settings of config, at `now`: what `lemon ingest`, `lemon run`
+    /// and the `lemon watch` service's spool feed ingest with.
+    pub fn of(cfg: &lemonade_config::Config, slurm: &'a SlurmCommands, now: i64) -> Self {
+        IngestContext {
+            slurm,
+            now,
+            window_days: cfg.lemon.window_days,
+            sacct_window_hours: cfg.lemon.sacct_window_hours,
+            time_zone: cfg.lemon.time_zone.clone(),
+            signatures: cfg.lemon.signatures.clone(),
+        }
+    }
+}
+
 /// The zone ISO times in files are read in: `--time-zone`, then
 /// `[lemon] time_zone`, then the local zone (where sacct printed them).
 pub fn resolve_zone(flag: Option<&str>, config: Option<&str>) -> Result<Zone> {

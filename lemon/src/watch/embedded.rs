@@ -1,8 +1,7 @@
 //! The embedded source: the node sampler's samples (`healthcheck sample`),
-//! shipped through the spool export into lemon.db's `samples` table by
-//! `lemon ingest`. It needs nothing but Lemonade; the samples are as fresh
-//! as the last ingest, so a site that watches live runs `lemon ingest`
-//! often (the timer's hourly `lemon run` is too slow for it).
+//! shipped through the spool export into lemon.db's `samples` table by the
+//! spool ingest, which the service runs before each poll ([`super::feed`]).
+//! It needs nothing but Lemonade.
 //!
 //! Nodes flush their chunks at their own moments, so after an ingest one
 //! node's samples may reach further than another's. The watcher reads only

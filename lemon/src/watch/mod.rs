@@ -7,6 +7,7 @@
 
 pub mod embedded;
 pub mod evidence;
+pub mod feed;
 pub mod hooks;
 pub mod live;
 pub mod prometheus;

@@ -2,8 +2,11 @@
 //! it lists the running jobs, polls their samples, and acts on the calls.
 //! When Slurm or the source cannot be read, the poll is logged and skipped:
 //! nothing is ever decided on part of the picture or an old one.
+//! With the embedded source, each poll first ingests the spool exports
+//! ([`super::feed`]), so the service alone keeps its samples fresh.
 
 use super::embedded::EmbeddedSource;
+use super::feed::{self, SpoolFeed};
 use super::live::Watcher;
 use super::prometheus::PrometheusSource;
 use super::respond::{self, RespondParams};
@@ -21,6 +24,10 @@ pub struct ServiceParams<'a> {
     pub slurm: &'a SlurmCommands,
     pub dry_run: bool,
     pub once: bool,
+    /// Ingested before each poll when the source is the embedded one
+    /// (a dry run too: it changes no Slurm state, as `lemon run --dry-run`
+    /// ingests); `None` when no spool directory is configured.
+    pub spool: Option<SpoolFeed<'a>>,
 }
 
 /// How a poll ended.
@@ -60,8 +67,13 @@ pub fn run(conn: &Connection, p: &ServiceParams<'_>) -> Result<PollEnd> {
     let source = source_of(p.cfg, conn)?;
     let mut watcher = Watcher::new(p.cfg.watch.clone());
     let period = Duration::from_secs(p.cfg.watch.service.poll_s.max(1));
+    let spool = spool_feed(p);
     loop {
         let started = std::time::Instant::now();
+        if let Some(spool) = spool {
+            let now = chrono::Utc::now().timestamp();
+            feed::log(&spool.feed(p.cfg, p.slurm, now));
+        }
         let end = poll(conn, &mut watcher, source.as_ref(), p);
         if p.once {
             return end;
@@ -72,6 +84,21 @@ pub fn run(conn: &Connection, p: &ServiceParams<'_>) -> Result<PollEnd> {
             eprintln!("lemon watch: poll failed: {e}");
         }
         std::thread::sleep(period.saturating_sub(started.elapsed()));
+    }
+}
+
+/// The feed each poll runs first: the embedded source's alone.
+fn spool_feed<'p>(p: &'p ServiceParams<'_>) -> Option<&'p SpoolFeed<'p>> {
+    match (p.cfg.watch.source, &p.spool) {
+        (WatchSourceKind::Prometheus, _) => None,
+        (WatchSourceKind::Embedded, Some(feed)) => Some(feed),
+        (WatchSourceKind::Embedded, None) => {
+            eprintln!(
+                "lemon watch: no spool directory configured ([lemon] spool_dir, [spool] dir): \
+                 samples are as fresh as the last `lemon ingest`"
+            );
+            None
+        }
     }
 }
 
