@@ -268,6 +268,19 @@ pub fn write_dropping(
 /// Reads a node's export. Malformed lines are returned as errors beside the
 /// good records, never stopping the read.
 pub fn read(path: &Path) -> Result<(Vec<Record>, Vec<SpoolError>), SpoolError> {
+    read_after(path, None)
+}
+
+/// [`read`], leaving out the records a reader already holds: those of
+/// epoch `after.0` numbered up to `after.1`. A line is judged by its head
+/// (`{"seq":N,"epoch":"E"`, as [`write`] puts every record) without
+/// parsing the rest: a head node that re-reads every node's file each poll
+/// pays for the new lines only. A line whose head reads otherwise is
+/// parsed in full, as [`read`] does.
+pub fn read_after(
+    path: &Path,
+    after: Option<(&str, u64)>,
+) -> Result<(Vec<Record>, Vec<SpoolError>), SpoolError> {
     let text = std::fs::read_to_string(path).map_err(|source| SpoolError::Io {
         path: path.to_path_buf(),
         source,
@@ -277,6 +290,11 @@ pub fn read(path: &Path) -> Result<(Vec<Record>, Vec<SpoolError>), SpoolError> {
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
+        }
+        if let (Some((epoch, last)), Some((seq, line_epoch))) = (after, head(line)) {
+            if line_epoch == epoch && seq <= last {
+                continue;
+            }
         }
         match serde_json::from_str::<Record>(line) {
             Ok(r) => records.push(r),
@@ -288,6 +306,17 @@ pub fn read(path: &Path) -> Result<(Vec<Record>, Vec<SpoolError>), SpoolError> {
         }
     }
     Ok((records, errors))
+}
+
+/// `(seq, epoch)` of a line that starts `{"seq":N,"epoch":"E"` with no
+/// escape in `E`; `None` for any other start.
+fn head(line: &str) -> Option<(u64, &str)> {
+    let rest = line.strip_prefix("{\"seq\":")?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    let seq = rest[..digits].parse().ok()?;
+    let rest = rest[digits..].strip_prefix(",\"epoch\":\"")?;
+    let end = rest.find(['"', '\\'])?;
+    (rest.as_bytes()[end] == b'"').then(|| (seq, &rest[..end]))
 }
 
 /// A task exit as the SPANK plugin appends it to the node-local file.
@@ -357,6 +386,44 @@ mod tests {
         write(dir.path(), "node1", &[record(4)], 2 * line).unwrap();
         let (records, _) = read(&node_file(dir.path(), "node1")).unwrap();
         assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [3, 4]);
+    }
+
+    #[test]
+    fn read_after_leaves_out_what_the_reader_holds_of_that_epoch_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut other = record(2);
+        other.epoch = "e2".into();
+        write(
+            dir.path(),
+            "node1",
+            &[record(1), record(2), record(3), other],
+            1 << 20,
+        )
+        .unwrap();
+        let path = node_file(dir.path(), "node1");
+        let seqs = |after| {
+            let (records, errors) = read_after(&path, after).unwrap();
+            assert!(errors.is_empty(), "{errors:?}");
+            records
+                .iter()
+                .map(|r| (r.seq, r.epoch.clone()))
+                .collect::<Vec<_>>()
+        };
+        let all = seqs(None);
+        assert_eq!(all.len(), 4);
+        assert_eq!(seqs(Some(("e1", 2))), [(3, "e1".into()), (2, "e2".into())]);
+        assert_eq!(
+            seqs(Some(("e9", 3))),
+            all,
+            "another epoch: read from the start"
+        );
+        // Every line's head is what `head` reads.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let heads: Vec<_> = text.lines().map(|l| head(l).unwrap()).collect();
+        assert_eq!(heads, [(1, "e1"), (2, "e1"), (3, "e1"), (2, "e2")]);
+        // A head written otherwise is parsed in full, never skipped unread.
+        assert_eq!(head(r#"{"epoch":"e1","seq":1}"#), None);
+        assert_eq!(head(r#"{"seq":1,"epoch":"e\"1"}"#), None);
     }
 
     #[test]

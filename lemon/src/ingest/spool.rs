@@ -30,7 +30,9 @@ pub fn ingest_dir(conn: &mut Connection, dir: &Path) -> Result<IngestStats> {
     files.sort();
     let mut nodes = NodeIds::load(conn)?;
     for path in files {
-        let (records, errors) = match lemonade_spool::read(&path) {
+        let held = known_progress(conn, &nodes, &path)?;
+        let after = held.as_ref().map(|(epoch, seq)| (epoch.as_str(), *seq));
+        let (records, errors) = match lemonade_spool::read_after(&path, after) {
             Ok(r) => r,
             // The node may be rewriting it right now (rename is atomic, but the
             // file may vanish between listing and reading): next run.
@@ -53,6 +55,25 @@ pub fn ingest_dir(conn: &mut Connection, dir: &Path) -> Result<IngestStats> {
     )?;
     db::validations::prune(conn, now - VALIDATIONS_KEPT)?;
     Ok(stats)
+}
+
+/// What lemon.db already holds of the node whose export `path` is
+/// (`<node>.jsonl`): its epoch and last seq, so that re-reading a file
+/// parses only its new lines.
+fn known_progress(
+    conn: &Connection,
+    nodes: &NodeIds,
+    path: &Path,
+) -> Result<Option<(String, u64)>> {
+    let Some(node) = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|n| nodes.get(n))
+    else {
+        return Ok(None);
+    };
+    Ok(db::spool::progress(conn, node)?
+        .and_then(|(epoch, seq)| u64::try_from(seq).ok().map(|seq| (epoch, seq))))
 }
 
 /// Validation results are kept a year (each node's latest for ever): far
