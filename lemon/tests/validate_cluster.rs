@@ -231,12 +231,9 @@ fn lemon_validates_the_repaired_nodes_in_order_and_their_verdicts_keep_node2_out
     let (at3, job3) = submitted(&out, "node3").unwrap_or_else(|| panic!("{out}{}", view(&c)));
     assert!(at2 < at3, "node2 is not sent first: {out}");
     assert!(job2.parse::<u64>().unwrap() < job3.parse::<u64>().unwrap());
-    for node in ["node2", "node3"] {
-        assert!(
-            out.contains(&format!("{node}: submitted job"))
-                && out.contains("(returned_from_repair"),
-            "{out}"
-        );
+    for (node, job) in [("node2", &job2), ("node3", &job3)] {
+        let line = format!("{node}: submitted job {job} (returned_from_repair,");
+        assert!(out.contains(&line), "{out}");
     }
     assert!(submitted(&out, "node1").is_none(), "{out}");
     assert!(
