@@ -75,6 +75,38 @@ impl TooFew {
     }
 }
 
+/// The notes of `too_few` for people: one line per metric on a static
+/// floor, and one line per SKU for its metrics with no floor, which are
+/// many (nccl-tests gives a bus bandwidth per message size: 64 lines of
+/// the same news otherwise).
+pub fn too_few_notes(too_few: &[TooFew]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut bare: BTreeMap<(&str, usize, usize), Vec<&str>> = BTreeMap::new();
+    for t in too_few {
+        if t.floor {
+            notes.push(t.text());
+        } else {
+            (bare
+                .entry((t.sku.as_str(), t.results, t.needed))
+                .or_default())
+            .push(&t.metric);
+        }
+    }
+    for ((sku, results, needed), metrics) in bare {
+        let Some((first, rest)) = metrics.split_first() else {
+            continue;
+        };
+        let named = match rest.len() {
+            0 => first.to_string(),
+            n => format!("{first} and {n} more metrics"),
+        };
+        notes.push(format!(
+            "{sku} {named}: no floor configured: {results} results of {needed} needed"
+        ));
+    }
+    notes
+}
+
 /// Everything learned from one window of results.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Learned {
@@ -152,6 +184,32 @@ mod tests {
         assert_eq!(
             notes,
             ["A100x8 avg_busbw: no floor configured: 5 results of 8 needed"]
+        );
+    }
+    #[test]
+    fn a_skus_many_metrics_without_a_floor_make_one_note_and_each_floored_metric_its_own() {
+        let note = |metric: &str, floor: bool| TooFew {
+            sku: "H100x8".into(),
+            metric: metric.into(),
+            results: 1,
+            needed: 8,
+            floor,
+        };
+        let mut too_few = vec![note("avg_busbw", true)];
+        for size in ["1024", "2048", "4096"] {
+            too_few.push(note(&format!("busbw.in_place.{size}"), false));
+        }
+        too_few.push(TooFew {
+            sku: "A100x8".into(),
+            ..note("avg_busbw", false)
+        });
+        assert_eq!(
+            too_few_notes(&too_few),
+            [
+                "H100x8 avg_busbw: static floor: 1 results of 8 needed",
+                "A100x8 avg_busbw: no floor configured: 1 results of 8 needed",
+                "H100x8 busbw.in_place.1024 and 2 more metrics: no floor configured: 1 results of 8 needed",
+            ]
         );
     }
 }

@@ -142,8 +142,8 @@ pub fn section(view: &ValidationView) -> Section<'static> {
     }
     s.push(table);
     s.push(bands_block(&view.learned, view.window_days));
-    for note in &view.learned.too_few {
-        s.push(Paragraph::plain(format!("note: {}", note.text())));
+    for note in learn::too_few_notes(&view.learned.too_few) {
+        s.push(Paragraph::plain(format!("note: {note}")));
     }
     for chart in &view.charts {
         s.push(Block::Chart(Box::new(chart.clone())));
@@ -187,8 +187,8 @@ pub fn step_section(r: &StepReport) -> Section<'static> {
         r.spent_node_hours,
         r.left_node_hours
     )));
-    for note in &r.learned.too_few {
-        s.push(Paragraph::plain(format!("note: {}", note.text())));
+    for note in learn::too_few_notes(&r.learned.too_few) {
+        s.push(Paragraph::plain(format!("note: {note}")));
     }
     let items: Vec<Item> = (r.submissions.iter())
         .map(|sub| {
