@@ -8,9 +8,6 @@
 //! temporary file renamed over it), so a node never reads half a file.
 
 use serde::{Deserialize, Serialize};
-use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -121,37 +118,20 @@ pub fn write(path: &Path, criteria: &CriteriaFile) -> Result<(), CriteriaFileErr
 }
 
 fn read_capped(path: &Path) -> Result<Vec<u8>, CriteriaFileError> {
-    let io = |error| CriteriaFileError::Io {
-        path: path.to_path_buf(),
-        error,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        // O_NONBLOCK: a FIFO planted in its place must not hang the node.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|error| match error.raw_os_error() {
-            Some(libc::ELOOP) => CriteriaFileError::Symlink {
-                path: path.to_path_buf(),
-            },
-            _ => io(error),
-        })?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(CriteriaFileError::NotRegular {
-            path: path.to_path_buf(),
-        });
-    }
-    let mut bytes = Vec::new();
-    File::take(file, MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(CriteriaFileError::TooLarge {
-            path: path.to_path_buf(),
+    use crate::plain_file::{self, Refusal};
+    let path_buf = || path.to_path_buf();
+    plain_file::read_capped(path, MAX_FILE_BYTES).map_err(|refusal| match refusal {
+        Refusal::Symlink => CriteriaFileError::Symlink { path: path_buf() },
+        Refusal::NotRegular => CriteriaFileError::NotRegular { path: path_buf() },
+        Refusal::TooLarge => CriteriaFileError::TooLarge {
+            path: path_buf(),
             max: MAX_FILE_BYTES,
-        });
-    }
-    Ok(bytes)
+        },
+        Refusal::Io(error) => CriteriaFileError::Io {
+            path: path_buf(),
+            error,
+        },
+    })
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod metric;
 pub mod nccl_tests;
 pub mod nvbandwidth;
 pub mod perftest;
+pub mod plain_file;
 pub mod sku;
 
 pub use error::ParseError;

@@ -16,9 +16,6 @@ pub mod run;
 pub mod suite;
 
 use crate::output::Format;
-use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 use validate::{Kind, Metrics, ParseError};
@@ -62,40 +59,21 @@ pub fn parse_saved(kind: Kind, path: &Path) -> Result<Metrics, SavedOutputError>
 }
 
 fn read_capped(path: &Path) -> Result<String, SavedOutputError> {
-    let io = |error| SavedOutputError::Io {
-        path: path.to_path_buf(),
-        error,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        // O_NONBLOCK: opening a FIFO must not wait for a writer.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| match source.raw_os_error() {
-            Some(libc::ELOOP) => SavedOutputError::Symlink {
-                path: path.to_path_buf(),
-            },
-            _ => io(source),
-        })?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(SavedOutputError::NotRegular {
-            path: path.to_path_buf(),
-        });
-    }
-    let mut bytes = Vec::new();
-    let limit = MAX_FILE_BYTES as u64 + 1;
-    File::take(file, limit)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(SavedOutputError::TooLarge {
-            path: path.to_path_buf(),
+    use validate::plain_file::{self, Refusal};
+    let path_buf = || path.to_path_buf();
+    let bytes = plain_file::read_capped(path, MAX_FILE_BYTES).map_err(|refusal| match refusal {
+        Refusal::Symlink => SavedOutputError::Symlink { path: path_buf() },
+        Refusal::NotRegular => SavedOutputError::NotRegular { path: path_buf() },
+        Refusal::TooLarge => SavedOutputError::TooLarge {
+            path: path_buf(),
             max: MAX_FILE_BYTES,
-        });
-    }
-    String::from_utf8(bytes).map_err(|_| SavedOutputError::NotText {
-        path: path.to_path_buf(),
-    })
+        },
+        Refusal::Io(error) => SavedOutputError::Io {
+            path: path_buf(),
+            error,
+        },
+    })?;
+    String::from_utf8(bytes).map_err(|_| SavedOutputError::NotText { path: path_buf() })
 }
 
 /// The metrics as a table for people or one JSON object for programs.
