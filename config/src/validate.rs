@@ -252,6 +252,13 @@ impl ValidateSettings {
 
     /// The settings' own consistency, for `lemon` to refuse before judging.
     pub fn check(&self) -> Result<(), String> {
+        self.check_criteria()?;
+        self.check_job()?;
+        self.check_node()
+    }
+
+    /// The criteria's and the budget's numbers.
+    fn check_criteria(&self) -> Result<(), String> {
         if self.min_results < 2 {
             return Err(format!(
                 "[validate] min_results = {}: at least 2 (a node and a peer)",
@@ -282,6 +289,25 @@ impl ValidateSettings {
                 self.never_validated_days
             ));
         }
+        if !(self.criteria_max_age_hours.is_finite() && self.criteria_max_age_hours > 0.0) {
+            return Err(format!(
+                "[validate] criteria_max_age_hours = {}: a positive number",
+                self.criteria_max_age_hours
+            ));
+        }
+        for f in &self.floor {
+            if f.metric.is_empty() || (f.min.is_none() && f.max.is_none()) {
+                return Err(format!(
+                    "[[validate.floor]] metric = {:?}: needs a metric and a min or max",
+                    f.metric
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// What `lemon run` puts on sbatch's command line.
+    fn check_job(&self) -> Result<(), String> {
         if self.window_days == 0 || self.time_limit_minutes == 0 {
             return Err("[validate] window_days and time_limit_minutes: at least 1".into());
         }
@@ -313,6 +339,11 @@ impl ValidateSettings {
                 self.healthcheck_path
             ));
         }
+        Ok(())
+    }
+
+    /// The node's side: its SKU, its suite and its reservation.
+    fn check_node(&self) -> Result<(), String> {
         if let Some(sku) = &self.sku {
             if sku.is_empty() || sku.chars().any(|c| c.is_whitespace() || c.is_control()) {
                 return Err(format!(
@@ -337,20 +368,6 @@ impl ValidateSettings {
         }
         if self.reservation_minutes == 0 {
             return Err("[validate] reservation_minutes = 0: at least 1".to_string());
-        }
-        if !(self.criteria_max_age_hours.is_finite() && self.criteria_max_age_hours > 0.0) {
-            return Err(format!(
-                "[validate] criteria_max_age_hours = {}: a positive number",
-                self.criteria_max_age_hours
-            ));
-        }
-        for f in &self.floor {
-            if f.metric.is_empty() || (f.min.is_none() && f.max.is_none()) {
-                return Err(format!(
-                    "[[validate.floor]] metric = {:?}: needs a metric and a min or max",
-                    f.metric
-                ));
-            }
         }
         Ok(())
     }

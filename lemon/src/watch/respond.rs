@@ -119,47 +119,60 @@ pub fn respond(
     let writer = NodeWriter::new(p.slurm, p.dry_run);
     let mut drained = 0usize;
     for called in fresh {
-        let d = &called.detection;
-        let reason = outlier_reason(called);
-        let command = StateCommand::drain(&d.node, &reason);
-        let mut r = Response {
-            job: d.job.clone(),
-            node: d.node.clone(),
-            action: Action::HeldByBreaker,
-            reason: reason.clone(),
-            command: Some(writer.shown(&command)),
-            detail: String::new(),
-        };
-        match states.get(&d.node) {
-            None => {
-                (r.action, r.command) = (Action::SkippedUnknownToSlurm, None);
-                r.detail = "sinfo does not list it".into();
-            }
-            Some(s) if !s.in_service() => {
-                (r.action, r.command) = (Action::SkippedOutOfService, None);
-                r.detail = format!("state {}, reason `{}`", s.state, s.reason);
-            }
-            Some(_) if drained >= cap => {
-                r.detail = format!("circuit breaker: at most {cap} drains per poll");
-            }
-            Some(_) => {
-                (r.action, r.detail) = match writer.apply(&command) {
-                    StateWrite::DryRun { .. } => (Action::WouldDrain, String::new()),
-                    StateWrite::Applied { .. } => (Action::Drained, String::new()),
-                    StateWrite::Failed { error, .. } => (Action::DrainFailed, error.to_string()),
-                };
-                if r.action != Action::DrainFailed {
-                    drained += 1;
-                    if p.requeue {
-                        r.detail = requeue(&writer, &d.job);
-                    }
-                }
-            }
-        }
+        let r = drain_one(called, &states, (cap, &mut drained), &writer, p);
         follow_up(conn, called, &r, p)?;
         responses.push(r);
     }
     Ok(responses)
+}
+
+/// One fresh call: drained (or would be, dry), or why not. `drained`
+/// counts this poll's drains against the breaker's `cap`.
+fn drain_one(
+    called: &Called,
+    states: &std::collections::BTreeMap<String, sinfo::NodeState>,
+    (cap, drained): (usize, &mut usize),
+    writer: &NodeWriter<'_>,
+    p: &RespondParams<'_>,
+) -> Response {
+    let d = &called.detection;
+    let reason = outlier_reason(called);
+    let command = StateCommand::drain(&d.node, &reason);
+    let mut r = Response {
+        job: d.job.clone(),
+        node: d.node.clone(),
+        action: Action::HeldByBreaker,
+        reason: reason.clone(),
+        command: Some(writer.shown(&command)),
+        detail: String::new(),
+    };
+    match states.get(&d.node) {
+        None => {
+            (r.action, r.command) = (Action::SkippedUnknownToSlurm, None);
+            r.detail = "sinfo does not list it".into();
+        }
+        Some(s) if !s.in_service() => {
+            (r.action, r.command) = (Action::SkippedOutOfService, None);
+            r.detail = format!("state {}, reason `{}`", s.state, s.reason);
+        }
+        Some(_) if *drained >= cap => {
+            r.detail = format!("circuit breaker: at most {cap} drains per poll");
+        }
+        Some(_) => {
+            (r.action, r.detail) = match writer.apply(&command) {
+                StateWrite::DryRun { .. } => (Action::WouldDrain, String::new()),
+                StateWrite::Applied { .. } => (Action::Drained, String::new()),
+                StateWrite::Failed { error, .. } => (Action::DrainFailed, error.to_string()),
+            };
+            if r.action != Action::DrainFailed {
+                *drained += 1;
+                if p.requeue {
+                    r.detail = requeue(writer, &d.job);
+                }
+            }
+        }
+    }
+    r
 }
 
 /// A call on samples older than `max_sample_age_s`: `refused`, no command.
