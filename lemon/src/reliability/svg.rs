@@ -196,6 +196,16 @@ impl Chart {
         }
     }
 
+    /// A dashed vertical line at `value` on the x axis: a threshold or a band's bound.
+    fn threshold_line(&mut self, value: f64, color: &str) {
+        let px = self.x.map(value);
+        let _ = write!(
+            self.out,
+            r#"<line class="threshold" data-threshold="{value}" x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{TOP}" stroke="{color}" stroke-width="2" stroke-dasharray="4 3"/>"#,
+            HEIGHT - BOTTOM,
+        );
+    }
+
     fn note(&mut self, text: &str) {
         let _ = write!(
             self.out,
@@ -452,13 +462,7 @@ pub fn cdf_chart(id: &str, title: &str, sorted: &[f64], threshold: Option<f64>) 
     }
     let mut legend = vec![("nodes".to_string(), PALETTE[0], true)];
     if let Some(t) = threshold {
-        let px = chart.x.map(t);
-        let _ = write!(
-            chart.out,
-            r#"<line class="threshold" data-threshold="{t}" x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{TOP}" stroke="{c}" stroke-width="2" stroke-dasharray="4 3"/>"#,
-            HEIGHT - BOTTOM,
-            c = PALETTE[3]
-        );
+        chart.threshold_line(t, PALETTE[3]);
         legend.push((format!("threshold {}", short_number(t)), PALETTE[3], true));
     }
     chart.legend(&legend);
@@ -534,13 +538,7 @@ pub fn distribution_chart(
         ("failed".to_string(), PALETTE[3], false),
     ];
     if let Some(b) = bound {
-        let px = chart.x.map(b);
-        let _ = write!(
-            chart.out,
-            r#"<line class="threshold" data-threshold="{b}" x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{TOP}" stroke="{c}" stroke-width="2" stroke-dasharray="4 3"/>"#,
-            HEIGHT - BOTTOM,
-            c = PALETTE[1]
-        );
+        chart.threshold_line(b, PALETTE[1]);
         legend.push((format!("band {}", short_number(b)), PALETTE[1], true));
     }
     chart.legend(&legend);
