@@ -414,10 +414,10 @@ impl<'a> WindowPass<'a> {
 
     /// Takes one run that ended in the window.
     fn add(&mut self, row: &db::RunRow) -> Result<()> {
-        let start = row.start()?;
-        let node = row.node()?;
+        let start = row.start;
+        let node = row.node;
         if start.is_some() {
-            let user = self.user_of(row.user()?.unwrap_or(""));
+            let user = self.user_of(row.user.unwrap_or(""));
             self.users.add_run(user, node);
         }
         let failed = self.failed_run(row, start)?;
@@ -429,7 +429,7 @@ impl<'a> WindowPass<'a> {
                 }
             }
             None => {
-                let ids = row.node_ids()?;
+                let ids = row.node_ids;
                 // Nothing to count or to give: a run that never got a node.
                 if failed.is_none() && ids.is_some_and(<[u8]>::is_empty) {
                     return Ok(());
@@ -463,26 +463,25 @@ impl<'a> WindowPass<'a> {
 
     /// Keeps `row` among the failed runs when it failed; its place there.
     fn failed_run(&mut self, row: &db::RunRow, start: Option<i64>) -> Result<Option<usize>> {
-        let state = row.state()?;
+        let state = row.state;
         if !attribute::is_failure(state) {
             return Ok(None);
         }
         let run = FailedRun {
             row_id: row.id,
-            job_id_raw: row.job_id_raw()?,
-            job_id: row.job_id()?.to_string(),
+            job_id_raw: row.job_id_raw,
+            job_id: row.job_id.to_string(),
             user: 0,
             state: JobState::from_sacct(state),
             start,
             end: row.end,
-            exit_code: row.exit_code()?,
-            exit_signal: row.exit_signal()?,
+            exit_code: row.exit_code,
+            exit_signal: row.exit_signal,
             nodes: Vec::new(),
             log: None,
             trace: None,
         };
-        self.failed
-            .push((run, row.user()?.unwrap_or("").to_string()));
+        self.failed.push((run, row.user.unwrap_or("").to_string()));
         Ok(Some(self.failed.len() - 1))
     }
 
@@ -643,7 +642,7 @@ impl db::RunVisitor for Both<'_, '_> {
     }
 
     fn visit(&mut self, row: &db::RunRow) -> Result<()> {
-        if self.skip_name.is_some() && row.job_name()? == self.skip_name {
+        if self.skip_name.is_some() && row.job_name == self.skip_name {
             return Ok(());
         }
         if row.end <= self.t1 {

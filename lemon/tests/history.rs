@@ -280,6 +280,53 @@ fn re_ingest_and_interrupted_ingest_store_each_run_once() {
     assert_eq!(count(&cut), count(&whole));
 }
 
+/// Every run a scan of the whole history hands over, as text.
+fn scanned(conn: &Connection) -> Vec<String> {
+    struct Collect(Vec<String>);
+    impl db::RunVisitor for Collect {
+        fn visit(&mut self, run: &db::RunRow) -> lemon::error::Result<()> {
+            self.0.push(format!("{run:?}"));
+            Ok(())
+        }
+    }
+    let mut all = Collect(Vec::new());
+    db::scan_runs(conn, i64::MIN, i64::MAX, &mut all).unwrap();
+    all.0
+}
+
+#[test]
+fn the_ingest_leaves_every_run_packed_and_the_packed_runs_read_as_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = HistorySpec {
+        nodes: 60,
+        jobs: 5000,
+        ..HistorySpec::default()
+    };
+    let (mut jobs, mut events) = (Vec::new(), Vec::new());
+    let truth = generate(&spec, &mut jobs, &mut events).unwrap();
+    let conn = db::open(&dir.path().join("lemon.db"), Duration::from_secs(5)).unwrap();
+    // Two ingests: the second appends to the block the first left half full.
+    let half = jobs.len() / 2;
+    let half = half + jobs[half..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    ingest::sacct::ingest_reader(&conn, &jobs[..half], "f", truth.end).unwrap();
+    ingest::sacct::ingest_reader(&conn, &jobs[half..], "f", truth.end).unwrap();
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT count(*) FROM run_blocks_stale"), 0);
+    assert_eq!(
+        count("SELECT count(*) FROM run_blocks"),
+        count("SELECT count(DISTINCT id >> 10) FROM jobs")
+    );
+    let packed = scanned(&conn);
+    assert_eq!(packed.len() as i64, count("SELECT count(*) FROM jobs"));
+    // The same runs read from their rows: every block stale.
+    conn.execute_batch(
+        "DELETE FROM run_blocks;
+         INSERT INTO run_blocks_stale(block) SELECT DISTINCT id >> 10 FROM jobs;",
+    )
+    .unwrap();
+    assert_eq!(scanned(&conn), packed);
+}
+
 #[test]
 fn malformed_rows_are_skipped_counted_and_located() {
     let dir = tempfile::tempdir().unwrap();

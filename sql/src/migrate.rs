@@ -64,6 +64,10 @@ const LEMON: &[(&str, &str)] = &[
         "0010_validations.sql",
         include_str!("../migrations/lemon/0010_validations.sql"),
     ),
+    (
+        "0011_run_blocks.sql",
+        include_str!("../migrations/lemon/0011_run_blocks.sql"),
+    ),
 ];
 
 pub(crate) fn migrations(schema: Schema) -> &'static [(&'static str, &'static str)] {

@@ -275,6 +275,11 @@ pub fn store(conn: &mut Connection, input: &ReportInput) -> Result<(), Reliabili
             }
         }
     }
+    // As `lemon ingest` leaves them: the runs' blocks packed.
+    lemon::db::run_blocks::refresh(&tx).map_err(|e| ReliabilityError::InvalidParameter {
+        name: "lemon.db",
+        why: e.to_string(),
+    })?;
     tx.commit()?;
     Ok(())
 }

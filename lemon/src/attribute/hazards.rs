@@ -81,7 +81,8 @@ impl Hazards {
                 0.0
             };
             for &n in &runs[i].nodes {
-                slots.push(dense.index(n));
+                // Four bytes a slot: the rounds read every slot twice a round.
+                slots.push(dense.index(n) as u32);
                 chances.push(start);
             }
             spans.push(slots.len());
@@ -277,7 +278,7 @@ impl DenseNodes {
 
 /// The EM rounds over the weighed runs' node slots (dense node indices).
 struct Rounds<'a> {
-    slots: &'a [usize],
+    slots: &'a [u32],
     /// Run `k`'s slots are `spans[k]..spans[k + 1]`.
     spans: &'a [usize],
     /// Per run: the user's rate, the hardware rate per unit hazard.
@@ -301,7 +302,7 @@ impl Rounds<'_> {
             fails.copy_from_slice(self.hard);
             let mut weighed_total = 0.0;
             for (&d, w) in self.slots.iter().zip(chances.iter()) {
-                fails[d] += w;
+                fails[d as usize] += w;
                 weighed_total += w;
             }
             let fleet_rate = if self.total_days > 0.0 {
@@ -315,8 +316,8 @@ impl Rounds<'_> {
                 let span = self.spans[k]..self.spans[k + 1];
                 rates.clear();
                 for (&d, own) in self.slots[span.clone()].iter().zip(&chances[span.clone()]) {
-                    let f = fails[d] - own;
-                    let h = (f.max(0.0) + prior) / self.days[d];
+                    let f = fails[d as usize] - own;
+                    let h = (f.max(0.0) + prior) / self.days[d as usize];
                     rates.push(h * per_hazard);
                 }
                 let total = u + rates.iter().sum::<f64>();

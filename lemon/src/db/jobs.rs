@@ -27,116 +27,70 @@ pub fn unpack_node_ids(packed: &[u8]) -> impl Iterator<Item = i64> + '_ {
         .map(|b| i64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
 }
 
-/// One stored run as [`scan_runs`] reads it: its id and end, its start
-/// and state (which every reader of the pass reads, some twice: read once
-/// here), and the other columns read on demand (a column costs as much as
-/// a row's step, and scoring needs fewer of them than the reliability
-/// report).
+/// One stored run as [`scan_runs`] hands it over: the columns the
+/// readers of the pass use, from its row or its packed block.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunRow<'r> {
-    row: &'r Row<'r>,
     pub id: i64,
     pub end: i64,
-    start: Option<i64>,
-    state: &'r str,
-}
-
-/// The columns of [`scan_runs`]'s query, by place.
-mod col {
-    pub const RAW: usize = 1;
-    pub const JOB_ID: usize = 2;
-    pub const SUBMIT: usize = 3;
-    pub const START: usize = 4;
-    pub const STATE: usize = 6;
-    pub const PARTITION: usize = 7;
-    pub const NNODES: usize = 8;
-    pub const GPUS: usize = 9;
-    pub const NODE: usize = 10;
-    pub const NODE_IDS: usize = 11;
-    pub const USER: usize = 12;
-    pub const EXIT_CODE: usize = 13;
-    pub const EXIT_SIGNAL: usize = 14;
-    pub const JOB_NAME: usize = 15;
-}
-
-impl<'r> RunRow<'r> {
-    fn text(&self, i: usize) -> Result<Option<&'r str>> {
-        Ok(self
-            .row
-            .get_ref(i)?
-            .as_str_or_null()
-            .map_err(lemonade_sql::rusqlite::Error::from)?)
-    }
-
-    fn int(&self, i: usize) -> Result<Option<i64>> {
-        Ok(self.row.get(i)?)
-    }
-
-    pub fn job_id_raw(&self) -> Result<i64> {
-        Ok(self.row.get(col::RAW)?)
-    }
-
+    pub job_id_raw: i64,
     /// JobID as users see it.
-    pub fn job_id(&self) -> Result<&'r str> {
-        Ok(self.text(col::JOB_ID)?.unwrap_or(""))
-    }
-
-    pub fn submit(&self) -> Result<Option<i64>> {
-        self.int(col::SUBMIT)
-    }
-
+    pub job_id: &'r str,
+    pub submit: Option<i64>,
     /// `None`: the run never started.
-    pub fn start(&self) -> Result<Option<i64>> {
-        Ok(self.start)
-    }
-
+    pub start: Option<i64>,
     /// sacct's State.
-    pub fn state(&self) -> Result<&'r str> {
-        Ok(self.state)
-    }
-
-    /// sacct's JobName, where the history had the column.
-    pub fn job_name(&self) -> Result<Option<&'r str>> {
-        self.text(col::JOB_NAME)
-    }
-
-    pub fn partition(&self) -> Result<Option<&'r str>> {
-        self.text(col::PARTITION)
-    }
-
-    pub fn nnodes(&self) -> Result<i64> {
-        Ok(self.row.get(col::NNODES)?)
-    }
-
+    pub state: &'r str,
+    pub partition: Option<&'r str>,
+    pub nnodes: i64,
     /// `gres/gpu` of AllocTRES.
-    pub fn gpus(&self) -> Result<Option<i64>> {
-        self.int(col::GPUS)
-    }
-
+    pub gpus: Option<i64>,
     /// The node of a one-node run.
-    pub fn node(&self) -> Result<Option<i64>> {
-        self.int(col::NODE)
-    }
-
+    pub node: Option<i64>,
     /// The other runs' nodes, packed ([`unpack_node_ids`]); `None` where
     /// the writer left them in `job_nodes` only ([`job_nodes_of`]).
-    pub fn node_ids(&self) -> Result<Option<&'r [u8]>> {
-        Ok(match self.row.get_ref(col::NODE_IDS)? {
+    pub node_ids: Option<&'r [u8]>,
+    pub user: Option<&'r str>,
+    pub exit_code: Option<i64>,
+    pub exit_signal: Option<i64>,
+    /// sacct's JobName, where the history had the column.
+    pub job_name: Option<&'r str>,
+}
+
+/// The columns of [`RunRow`], in [`read_row`]'s order; a `WHERE` follows.
+pub(super) const SELECT_RUNS: &str =
+    "SELECT id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition,
+            nnodes, gpus, node, node_ids, user, exit_code, exit_signal, job_name
+     FROM jobs";
+
+/// A row of [`SELECT_RUNS`].
+pub(super) fn read_row<'r>(r: &'r Row<'r>) -> Result<RunRow<'r>> {
+    let text = |i: usize| -> Result<Option<&'r str>> {
+        Ok(r.get_ref(i)?
+            .as_str_or_null()
+            .map_err(lemonade_sql::rusqlite::Error::from)?)
+    };
+    Ok(RunRow {
+        id: r.get(0)?,
+        job_id_raw: r.get(1)?,
+        job_id: text(2)?.unwrap_or(""),
+        submit: r.get(3)?,
+        start: r.get(4)?,
+        end: r.get(5)?,
+        state: text(6)?.unwrap_or(""),
+        partition: text(7)?,
+        nnodes: r.get(8)?,
+        gpus: r.get(9)?,
+        node: r.get(10)?,
+        node_ids: match r.get_ref(11)? {
             ValueRef::Null => None,
             v => Some(v.as_bytes().map_err(lemonade_sql::rusqlite::Error::from)?),
-        })
-    }
-
-    pub fn user(&self) -> Result<Option<&'r str>> {
-        self.text(col::USER)
-    }
-
-    pub fn exit_code(&self) -> Result<Option<i64>> {
-        self.int(col::EXIT_CODE)
-    }
-
-    pub fn exit_signal(&self) -> Result<Option<i64>> {
-        self.int(col::EXIT_SIGNAL)
-    }
+        },
+        user: text(12)?,
+        exit_code: r.get(13)?,
+        exit_signal: r.get(14)?,
+        job_name: text(15)?,
+    })
 }
 
 /// What takes the runs of [`scan_runs`].
@@ -149,43 +103,12 @@ pub trait RunVisitor {
 
 /// Hands every run that ended in `(t0, t1]` to `each`, in row id order.
 ///
-/// One sequential pass over the table from the first id that ends in the
-/// range, rather than the end-time index: following the index costs a
-/// lookup in the table per row, and ids follow end times closely (the
-/// ingest stores each window's runs together).
+/// One pass over the runs' packed blocks ([`super::run_blocks`]), rather
+/// than a million rows, skipping the blocks that end outside the window
+/// (ids follow end times closely: the ingest stores each window's runs
+/// together); the rows of the blocks not packed yet.
 pub fn scan_runs(conn: &Connection, t0: i64, t1: i64, each: &mut dyn RunVisitor) -> Result<()> {
-    let (first, last): (Option<i64>, Option<i64>) = conn.query_row(
-        "SELECT (SELECT min(id) FROM jobs WHERE end_time > ?1 AND end_time <= ?2),
-                (SELECT max(id) FROM jobs)",
-        params![t0, t1],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let (Some(first), Some(last)) = (first, last) else {
-        return Ok(());
-    };
-    each.expect(usize::try_from(last - first + 1).unwrap_or(0));
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, job_id_raw, job_id, submit_time, start_time, end_time, state, partition,
-                nnodes, gpus, node, node_ids, user, exit_code, exit_signal, job_name
-         FROM jobs WHERE id >= ?1 ORDER BY id",
-    )?;
-    let mut rows = stmt.query([first])?;
-    while let Some(r) = rows.next()? {
-        let end: i64 = r.get(5)?;
-        if end <= t0 || end > t1 {
-            continue;
-        }
-        let mut run = RunRow {
-            row: r,
-            id: r.get(0)?,
-            end,
-            start: r.get(col::START)?,
-            state: "",
-        };
-        run.state = run.text(col::STATE)?.unwrap_or("");
-        each.visit(&run)?;
-    }
-    Ok(())
+    super::run_blocks::for_each_run(conn, (t0, t1), each)
 }
 
 /// The nodes of run `job` in `job_nodes`, ascending: for rows stored

@@ -11,6 +11,7 @@ pub mod job_evidence;
 mod jobs;
 pub mod node_events;
 pub mod reliability;
+pub mod run_blocks;
 pub mod samples;
 pub mod spool;
 pub mod tickets;

@@ -101,10 +101,10 @@ impl Record for JobRecord {
         nnodes: i64,
     ) -> crate::error::Result<Self> {
         Ok(JobRecord {
-            id: r.job_id()?.to_string(),
+            id: r.job_id.to_string(),
             state,
-            submit: r.submit()?.map(time),
-            start: r.start()?.map(time),
+            submit: r.submit.map(time),
+            start: r.start.map(time),
             end: time(r.end),
             // Runs without `gres/gpu` get theirs once the GPUs per node are known.
             gpus: gpus.map_or(0, |g| g.max(0) as u32),
@@ -113,7 +113,7 @@ impl Record for JobRecord {
             category: None,
             co_categories: Vec::new(),
             requeued: state == JobState::Requeued,
-            partition: r.partition()?.unwrap_or_default().to_string(),
+            partition: r.partition.unwrap_or_default().to_string(),
         })
     }
     fn set_gpus(&mut self, gpus: u32) {
@@ -140,8 +140,8 @@ impl Record for ReportRun {
     ) -> crate::error::Result<Self> {
         Ok(ReportRun::new(
             r.end,
-            r.start()?,
-            r.submit()?,
+            r.start,
+            r.submit,
             gpus.map_or(0, |g| g.max(0) as u32),
             nnodes.max(0) as u32,
             state,
@@ -401,18 +401,18 @@ impl<J: Record> Runs<J> {
     /// are built as the rows come: a million intermediate rows cost a
     /// third of a second.
     fn add(&mut self, r: &RunRow, until: i64) -> crate::error::Result<()> {
-        let raw = r.job_id_raw()?;
+        let raw = r.job_id_raw;
         if r.end >= until {
             self.lookahead.push((raw, r.end));
             return Ok(());
         }
-        let (nnodes, gpus) = (r.nnodes()?, r.gpus()?);
+        let (nnodes, gpus) = (r.nnodes, r.gpus);
         if let Some(g) = gpus {
             if nnodes > 0 && g > 0 && g % nnodes == 0 {
                 *self.per_node_gpus.entry(g / nnodes).or_default() += 1;
             }
         }
-        let state = JobState::from_sacct(r.state()?);
+        let state = JobState::from_sacct(r.state);
         self.jobs.push(J::from_row(r, state, gpus, nnodes)?);
         self.pending.push(Pending {
             row_id: r.id,

@@ -278,6 +278,8 @@ impl<'c> JobWriter<'c> {
             if let Some(end) = sacct_window_end {
                 db::set_watermark(self.conn, db::WM_SACCT, end, self.now, true)?;
             }
+            // With the rows they copy, so that no reader sees one without the other.
+            db::run_blocks::refresh(self.conn)?;
             Ok(())
         })();
         if let Err(e) = marks.and_then(|_| db::commit(self.conn)) {
