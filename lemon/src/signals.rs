@@ -381,7 +381,8 @@ struct WindowPass<'a> {
     failed: Vec<(FailedRun, String)>,
     /// The multi-node runs in scan order, counted once the pass is done.
     multi: Vec<MultiNodeRun>,
-    /// Their nodes, packed as `jobs.node_ids` packs them.
+    /// The nodes of those that did not fail, packed as `jobs.node_ids`
+    /// packs them (a failed run keeps its own, as ids, in `failed`).
     multi_nodes: Vec<u8>,
 }
 
@@ -390,10 +391,19 @@ struct MultiNodeRun {
     id: i64,
     start: Option<i64>,
     end: i64,
-    /// Its nodes in `multi_nodes`; `None`: only in `job_nodes`.
-    packed: Option<std::ops::Range<usize>>,
+    nodes: MultiNodes,
     /// Its place in `failed`, for a failed run.
     failed: Option<usize>,
+}
+
+/// Where a [`MultiNodeRun`]'s nodes are.
+enum MultiNodes {
+    /// In `multi_nodes`.
+    Packed(std::ops::Range<usize>),
+    /// In its failed run's `nodes` already.
+    OfFailedRun,
+    /// Only in `job_nodes` (rows stored without `jobs.node_ids`).
+    InJobNodes,
 }
 
 impl<'a> WindowPass<'a> {
@@ -434,15 +444,24 @@ impl<'a> WindowPass<'a> {
                 if failed.is_none() && ids.is_some_and(<[u8]>::is_empty) {
                     return Ok(());
                 }
-                let packed = ids.map(|ids| {
-                    self.multi_nodes.extend_from_slice(ids);
-                    self.multi_nodes.len() - ids.len()..self.multi_nodes.len()
-                });
+                let nodes = match (ids, failed) {
+                    (None, _) => MultiNodes::InJobNodes,
+                    (Some(ids), Some(k)) => {
+                        self.failed[k].0.nodes = db::unpack_node_ids(ids).collect();
+                        MultiNodes::OfFailedRun
+                    }
+                    (Some(ids), None) => {
+                        self.multi_nodes.extend_from_slice(ids);
+                        MultiNodes::Packed(
+                            self.multi_nodes.len() - ids.len()..self.multi_nodes.len(),
+                        )
+                    }
+                };
                 self.multi.push(MultiNodeRun {
                     id: row.id,
                     start,
                     end: row.end,
-                    packed,
+                    nodes,
                     failed,
                 });
             }
@@ -508,25 +527,38 @@ impl<'a> WindowPass<'a> {
 
     /// Counts the multi-node runs, after all one-node runs as scoring
     /// always has (a node's node-days are a sum of fractions: its order
-    /// shows in the last digits), and gives the failed ones their nodes.
+    /// shows in the last digits), and gives the failed ones whose nodes
+    /// are only in `job_nodes` their nodes.
     fn count_multi_node_runs(&mut self, conn: &Connection) -> Result<()> {
-        for k in 0..self.multi.len() {
-            let MultiNodeRun {
-                id,
-                start,
-                end,
-                ref packed,
-                failed,
-            } = self.multi[k];
-            let nodes: Vec<i64> = match packed {
-                Some(range) => db::unpack_node_ids(&self.multi_nodes[range.clone()]).collect(),
-                None => db::job_nodes_of(conn, id)?,
-            };
-            for &node in &nodes {
-                self.count(node, false, start, end);
-            }
-            if let Some(f) = failed {
-                self.failed[f].0.nodes = nodes;
+        let (multi, multi_nodes) = (
+            std::mem::take(&mut self.multi),
+            std::mem::take(&mut self.multi_nodes),
+        );
+        for run in &multi {
+            let (start, end) = (run.start, run.end);
+            match (&run.nodes, run.failed) {
+                (MultiNodes::Packed(range), _) => {
+                    for node in db::unpack_node_ids(&multi_nodes[range.clone()]) {
+                        self.count(node, false, start, end);
+                    }
+                }
+                (MultiNodes::OfFailedRun, Some(f)) => {
+                    let nodes = std::mem::take(&mut self.failed[f].0.nodes);
+                    for &node in &nodes {
+                        self.count(node, false, start, end);
+                    }
+                    self.failed[f].0.nodes = nodes;
+                }
+                (MultiNodes::OfFailedRun, None) => {}
+                (MultiNodes::InJobNodes, failed) => {
+                    let nodes = db::job_nodes_of(conn, run.id)?;
+                    for &node in &nodes {
+                        self.count(node, false, start, end);
+                    }
+                    if let Some(f) = failed {
+                        self.failed[f].0.nodes = nodes;
+                    }
+                }
             }
         }
         Ok(())

@@ -226,7 +226,7 @@ impl Packer {
         self.unsigned(present);
         self.signed(r.job_id_raw.wrapping_sub(raw));
         self.signed(r.end.wrapping_sub(end));
-        self.string(r.job_id);
+        self.unique_string(r.job_id);
         self.string(r.state);
         self.signed(r.nnodes);
         self.optional(r.submit.map(|t| r.end.wrapping_sub(t)));
@@ -259,13 +259,29 @@ impl Packer {
         Some((min_end, max_end, out))
     }
 
+    /// A text that repeats (state, partition, user, job name): written
+    /// once per block, numbered after that.
     fn string(&mut self, s: &str) {
-        let next = self.strings.len() as u64;
-        let n = *self.numbers.entry(s.to_string()).or_insert_with(|| next);
-        if n == next {
-            self.strings.push(s.to_string());
-        }
+        let n = match self.numbers.get(s) {
+            Some(&n) => n,
+            None => {
+                let n = self.new_string(s);
+                self.numbers.insert(s.to_string(), n);
+                n
+            }
+        };
         self.unsigned(n);
+    }
+
+    /// A text that seldom repeats (the job id): not looked up.
+    fn unique_string(&mut self, s: &str) {
+        let n = self.new_string(s);
+        self.unsigned(n);
+    }
+
+    fn new_string(&mut self, s: &str) -> u64 {
+        self.strings.push(s.to_string());
+        self.strings.len() as u64 - 1
     }
 
     fn optional_string(&mut self, s: Option<&str>) {

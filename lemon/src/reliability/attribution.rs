@@ -2,8 +2,9 @@
 //! `FAILED`/`NODE_FAIL` runs, and which categories fire together.
 
 use super::{gpu_hours, ratio, JobState, Run, Totals};
+use crate::fast_hash::FastMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Failed runs attributed to one category (or to none).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,7 +49,7 @@ struct Acc {
 
 /// Summarises the failed runs by attributed category.
 pub fn summarize<R: Run>(jobs: &[&R], totals: &Totals) -> AttributionSummary {
-    let mut by_cat: HashMap<&str, Acc> = HashMap::new();
+    let mut by_cat: FastMap<&str, Acc> = FastMap::default();
     let mut pairs: BTreeMap<(&str, &str), u64> = BTreeMap::new();
     let mut unattributed = Acc::default();
     let mut failed_jobs = 0;

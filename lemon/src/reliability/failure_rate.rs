@@ -4,9 +4,9 @@
 
 use super::mttf::mttf_interval;
 use super::{ratio, ReportParams, Run, TimeRange, DAY_S};
+use crate::fast_hash::FastMap;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// r_f under one counting rule.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -126,7 +126,8 @@ pub fn failure_rates<R: Run>(jobs: &[&R], range: TimeRange, params: &ReportParam
         "all GPU jobs: NODE_FAIL + attributed FAILED",
         params.confidence,
     );
-    let mut counts: HashMap<&str, u64> = HashMap::new();
+    // Category names are ours (check and event codes): no SipHash per failure.
+    let mut counts: FastMap<&str, u64> = FastMap::default();
     for job in jobs
         .iter()
         .filter(|j| j.gpus() > 0 && j.is_hardware_failure())
@@ -176,7 +177,7 @@ fn rolling<R: Run>(
     let n_days = n_days.max(1);
     let origin = day_start(first).timestamp();
     let mut node_days = vec![0f64; n_days];
-    let cat_index: HashMap<&str, usize> = categories
+    let cat_index: FastMap<&str, usize> = categories
         .iter()
         .enumerate()
         .map(|(i, c)| (c.as_str(), i))

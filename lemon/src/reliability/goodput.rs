@@ -3,8 +3,8 @@
 //! requeued large jobs cause.
 
 use super::{ratio, JobState, ReportParams, Run};
+use crate::fast_hash::FastMap;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Lost GPU-hours of one kind.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,7 +48,7 @@ pub fn lost_goodput<R: Run>(jobs: &[&R], params: &ReportParams) -> LostGoodput {
         jobs: 0,
         gpu_hours: 0.0,
     };
-    let mut by_cat: HashMap<&str, (u64, f64)> = HashMap::new();
+    let mut by_cat: FastMap<&str, (u64, f64)> = FastMap::default();
     // Requeue instants of large failed jobs; a requeue happens as the run ends.
     let mut requeues: Vec<i64> = Vec::new();
     for job in jobs {

@@ -537,15 +537,17 @@ impl<'a> CoOccurring<'a> {
         }
         let (lo, hi) = (run.end - BEFORE_END_S, run.end + AFTER_END_S);
         let first = self.findings.partition_point(|f| f.0 < lo);
-        let mut found: Vec<String> = self.findings[first..]
+        // Named first, owned once each: a window holds the same few
+        // categories many times over.
+        let mut found: Vec<&str> = self.findings[first..]
             .iter()
             .take_while(|f| f.0 <= hi)
             .filter(|f| self.marked[f.1] == self.runs)
-            .map(|f| f.2.to_string())
+            .map(|f| f.2)
             .collect();
-        found.sort();
+        found.sort_unstable();
         found.dedup();
-        found
+        found.into_iter().map(String::from).collect()
     }
 }
 

@@ -110,6 +110,14 @@ impl TimeRange {
         t >= self.since && t < self.until
     }
 
+    /// Whether a time of whole seconds `t` lies inside, without making a
+    /// `DateTime` of it (a million runs' ends are checked).
+    pub fn contains_seconds(&self, t: i64) -> bool {
+        // The first and the first-past whole second inside.
+        let ceil = |d: DateTime<Utc>| d.timestamp() + i64::from(d.timestamp_subsec_nanos() > 0);
+        t >= ceil(self.since) && t < ceil(self.until)
+    }
+
     /// Length in days.
     pub fn days(&self) -> f64 {
         (self.until - self.since).num_seconds() as f64 / DAY_S

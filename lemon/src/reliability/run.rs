@@ -195,7 +195,8 @@ impl Run for ReportRun {
         Some(self.start_s()? - submit)
     }
     fn ended_in(&self, range: &TimeRange) -> bool {
-        range.contains(DateTime::from_timestamp(self.end, 0).unwrap_or_default())
+        // `end` holds 0 for a time no `DateTime` can hold, as JobRecord's would.
+        range.contains_seconds(self.end)
     }
     fn category(&self) -> Option<&str> {
         self.attributed.as_deref().map(|a| a.category.as_str())
@@ -229,6 +230,34 @@ mod tests {
             co_categories: vec!["ecc".into()],
             requeued: true,
             partition: "gpu".into(),
+        }
+    }
+
+    #[test]
+    fn a_run_ends_inside_a_range_by_its_seconds_as_by_its_time() {
+        let at = |s: i64, nanos: u32| chrono::Utc.timestamp_opt(s, nanos).unwrap();
+        for range in [
+            TimeRange {
+                since: at(100, 0),
+                until: at(200, 0),
+            },
+            TimeRange {
+                since: at(100, 500),
+                until: at(200, 500),
+            },
+            TimeRange {
+                since: at(-50, 1),
+                until: at(0, 0),
+            },
+        ] {
+            for end in [-51, -50, -49, -1, 0, 1, 99, 100, 101, 199, 200, 201] {
+                let run = ReportRun::new(end, None, None, 8, 1, JobState::Failed);
+                assert_eq!(
+                    run.ended_in(&range),
+                    range.contains(at(end, 0)),
+                    "{end} in {range:?}"
+                );
+            }
         }
     }
 
