@@ -423,14 +423,14 @@ impl<'a> WindowPass<'a> {
     }
 
     /// Takes one run that ended in the window.
-    fn add(&mut self, row: &db::RunRow) -> Result<()> {
+    fn add(&mut self, row: &db::RunRow) {
         let start = row.start;
         let node = row.node;
         if start.is_some() {
             let user = self.user_of(row.user.unwrap_or(""));
             self.users.add_run(user, node);
         }
-        let failed = self.failed_run(row, start)?;
+        let failed = self.failed_run(row, start);
         match node {
             Some(node) => {
                 self.count(node, true, start, row.end);
@@ -442,7 +442,7 @@ impl<'a> WindowPass<'a> {
                 let ids = row.node_ids;
                 // Nothing to count or to give: a run that never got a node.
                 if failed.is_none() && ids.is_some_and(<[u8]>::is_empty) {
-                    return Ok(());
+                    return;
                 }
                 let nodes = match (ids, failed) {
                     (None, _) => MultiNodes::InJobNodes,
@@ -466,7 +466,6 @@ impl<'a> WindowPass<'a> {
                 });
             }
         }
-        Ok(())
     }
 
     fn user_of(&mut self, name: &str) -> u32 {
@@ -481,10 +480,10 @@ impl<'a> WindowPass<'a> {
     }
 
     /// Keeps `row` among the failed runs when it failed; its place there.
-    fn failed_run(&mut self, row: &db::RunRow, start: Option<i64>) -> Result<Option<usize>> {
+    fn failed_run(&mut self, row: &db::RunRow, start: Option<i64>) -> Option<usize> {
         let state = row.state;
         if !attribute::is_failure(state) {
-            return Ok(None);
+            return None;
         }
         let run = FailedRun {
             row_id: row.id,
@@ -501,7 +500,7 @@ impl<'a> WindowPass<'a> {
             trace: None,
         };
         self.failed.push((run, row.user.unwrap_or("").to_string()));
-        Ok(Some(self.failed.len() - 1))
+        Some(self.failed.len() - 1)
     }
 
     /// Counts a run that ended at `end` on `node`, unless the node's
@@ -678,7 +677,7 @@ impl db::RunVisitor for Both<'_, '_> {
             return Ok(());
         }
         if row.end <= self.t1 {
-            self.pass.add(row)?;
+            self.pass.add(row);
         }
         self.each.visit(row)
     }

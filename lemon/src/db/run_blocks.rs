@@ -22,7 +22,7 @@
 use super::jobs::{read_row, RunRow, RunVisitor, SELECT_RUNS};
 use crate::error::Result;
 use crate::fast_hash::FastMap;
-use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
+use lemonade_sql::rusqlite::{params, Connection};
 
 /// Row ids per block: `block = id >> BLOCK_SHIFT` (as in the triggers).
 pub const BLOCK_SHIFT: u32 = 10;
@@ -72,15 +72,11 @@ pub fn refresh(conn: &Connection) -> Result<usize> {
 
 /// The rows of `block`, packed, with their ends; `None` when it has none.
 fn pack_rows(conn: &Connection, block: i64) -> Result<Option<(i64, i64, Vec<u8>)>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT_RUNS} WHERE id >= ?1 AND id < ?2 ORDER BY id"
-    ))?;
-    let (lo, hi) = bounds(block);
-    let mut rows = stmt.query([lo, hi])?;
     let mut packer = Packer::default();
-    while let Some(r) = rows.next()? {
-        packer.push(&read_row(r)?);
-    }
+    rows_of(conn, block, &mut |run| {
+        packer.push(run);
+        Ok(())
+    })?;
     Ok(packer.finish())
 }
 
@@ -90,9 +86,9 @@ fn bounds(block: i64) -> (i64, i64) {
 }
 
 /// Hands every run with an end in `(t0, t1]` to `each`, in row id order:
-/// from its block where that is packed, else from its row. Reads in one transaction
-/// where the caller holds none, so that blocks and rows come from one
-/// snapshot.
+/// from its block where that is packed, else from its row. Reads in one
+/// transaction where the caller holds none, so that blocks and rows come
+/// from one snapshot.
 pub(super) fn for_each_run(
     conn: &Connection,
     (t0, t1): (i64, i64),
@@ -442,20 +438,11 @@ impl<'b> Cursor<'b> {
     }
 }
 
-/// Whether `block` is packed now (for tests and the bench).
-pub fn is_packed(conn: &Connection, block: i64) -> Result<bool> {
-    Ok(conn
-        .query_row("SELECT 1 FROM run_blocks WHERE block = ?1", [block], |_| {
-            Ok(())
-        })
-        .optional()?
-        .is_some())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::db::scan_runs;
+    use lemonade_sql::rusqlite::OptionalExtension;
     use proptest::prelude::*;
     use std::time::Duration;
 
@@ -468,6 +455,15 @@ mod tests {
             self.0.push(format!("{run:?}"));
             Ok(())
         }
+    }
+
+    fn is_packed(conn: &Connection, block: i64) -> Result<bool> {
+        Ok(conn
+            .query_row("SELECT 1 FROM run_blocks WHERE block = ?1", [block], |_| {
+                Ok(())
+            })
+            .optional()?
+            .is_some())
     }
 
     fn scan(conn: &Connection, t0: i64, t1: i64) -> Vec<String> {

@@ -81,12 +81,7 @@ impl<J> Default for Runs<J> {
 /// A run of the report as [`load`] builds it from a row, then completes.
 trait Record: Sized {
     /// `gpus`: of AllocTRES, `None` where it has no `gres/gpu`.
-    fn from_row(
-        r: &RunRow,
-        state: JobState,
-        gpus: Option<i64>,
-        nnodes: i64,
-    ) -> crate::error::Result<Self>;
+    fn from_row(r: &RunRow, state: JobState, gpus: Option<i64>, nnodes: i64) -> Self;
     fn set_gpus(&mut self, gpus: u32);
     fn nodes(&self) -> u32;
     fn set_requeued(&mut self);
@@ -94,13 +89,8 @@ trait Record: Sized {
 }
 
 impl Record for JobRecord {
-    fn from_row(
-        r: &RunRow,
-        state: JobState,
-        gpus: Option<i64>,
-        nnodes: i64,
-    ) -> crate::error::Result<Self> {
-        Ok(JobRecord {
+    fn from_row(r: &RunRow, state: JobState, gpus: Option<i64>, nnodes: i64) -> Self {
+        JobRecord {
             id: r.job_id.to_string(),
             state,
             submit: r.submit.map(time),
@@ -114,7 +104,7 @@ impl Record for JobRecord {
             co_categories: Vec::new(),
             requeued: state == JobState::Requeued,
             partition: r.partition.unwrap_or_default().to_string(),
-        })
+        }
     }
     fn set_gpus(&mut self, gpus: u32) {
         self.gpus = gpus;
@@ -132,20 +122,15 @@ impl Record for JobRecord {
 }
 
 impl Record for ReportRun {
-    fn from_row(
-        r: &RunRow,
-        state: JobState,
-        gpus: Option<i64>,
-        nnodes: i64,
-    ) -> crate::error::Result<Self> {
-        Ok(ReportRun::new(
+    fn from_row(r: &RunRow, state: JobState, gpus: Option<i64>, nnodes: i64) -> Self {
+        ReportRun::new(
             r.end,
             r.start,
             r.submit,
             gpus.map_or(0, |g| g.max(0) as u32),
             nnodes.max(0) as u32,
             state,
-        ))
+        )
     }
     fn set_gpus(&mut self, gpus: u32) {
         ReportRun::set_gpus(self, gpus);
@@ -391,7 +376,8 @@ impl<J: Record> RunVisitor for ReportRuns<'_, J> {
     }
 
     fn visit(&mut self, run: &RunRow) -> crate::error::Result<()> {
-        self.runs.add(run, self.until)
+        self.runs.add(run, self.until);
+        Ok(())
     }
 }
 
@@ -400,11 +386,11 @@ impl<J: Record> Runs<J> {
     /// `until`, and its end for the requeue lookahead either way. Records
     /// are built as the rows come: a million intermediate rows cost a
     /// third of a second.
-    fn add(&mut self, r: &RunRow, until: i64) -> crate::error::Result<()> {
+    fn add(&mut self, r: &RunRow, until: i64) {
         let raw = r.job_id_raw;
         if r.end >= until {
             self.lookahead.push((raw, r.end));
-            return Ok(());
+            return;
         }
         let (nnodes, gpus) = (r.nnodes, r.gpus);
         if let Some(g) = gpus {
@@ -413,14 +399,13 @@ impl<J: Record> Runs<J> {
             }
         }
         let state = JobState::from_sacct(r.state);
-        self.jobs.push(J::from_row(r, state, gpus, nnodes)?);
+        self.jobs.push(J::from_row(r, state, gpus, nnodes));
         self.pending.push(Pending {
             row_id: r.id,
             raw,
             end: r.end,
             gpus_known: gpus.is_some(),
         });
-        Ok(())
     }
 }
 
