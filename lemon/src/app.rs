@@ -483,6 +483,7 @@ pub fn attribution_params(cfg: &Config) -> AttributionParams {
     AttributionParams {
         user_error_exit_codes: cfg.lemon.user_error_exit_codes.clone(),
         own_job_name: Some(cfg.validate.job_name.clone()).filter(|n| !n.is_empty()),
+        without_texts: false,
     }
 }
 

@@ -15,6 +15,7 @@ use crate::job_state::JobState;
 use lemonade_slurm::reason::{self, ReasonOwner};
 use lemonade_sql::rusqlite::Connection;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 /// One of the per-node signals.
@@ -262,7 +263,7 @@ fn blame_per_node(
                     end: run.end,
                     user: window.users.names[run.user as usize].clone(),
                     rule: a.rule,
-                    category: a.category.clone(),
+                    category: a.category.to_string(),
                     detail: a.detail.clone(),
                     caught_by_check: a.caught_by_check,
                 });
@@ -376,9 +377,13 @@ struct WindowPass<'a> {
     user_index: FastMap<String, u32>,
     /// The last user interned: runs of one user come together.
     last_user: Option<(String, u32)>,
-    /// The failed runs in scan order, their users' names beside them
-    /// (numbered in end-time order once all are read).
-    failed: Vec<(FailedRun, String)>,
+    /// The failed runs in scan order, where their users' names are in
+    /// `failed_users` beside them (numbered in end-time order once all
+    /// are read).
+    failed: Vec<(FailedRun, std::ops::Range<usize>)>,
+    /// The failed runs' users' names, one after another: one string, not
+    /// one per run.
+    failed_users: String,
     /// The multi-node runs in scan order, counted once the pass is done.
     multi: Vec<MultiNodeRun>,
     /// The nodes of those that did not fail, packed as `jobs.node_ids`
@@ -417,6 +422,7 @@ impl<'a> WindowPass<'a> {
             user_index: FastMap::default(),
             last_user: None,
             failed: Vec::new(),
+            failed_users: String::new(),
             multi: Vec::new(),
             multi_nodes: Vec::new(),
         })
@@ -499,7 +505,10 @@ impl<'a> WindowPass<'a> {
             log: None,
             trace: None,
         };
-        self.failed.push((run, row.user.unwrap_or("").to_string()));
+        let user = row.user.unwrap_or("");
+        self.failed_users.push_str(user);
+        let end = self.failed_users.len();
+        self.failed.push((run, end - user.len()..end));
         Some(self.failed.len() - 1)
     }
 
@@ -580,10 +589,11 @@ impl<'a> WindowPass<'a> {
         };
         let mut runs = Vec::with_capacity(self.failed.len());
         for (mut run, user) in self.failed {
+            let user = &self.failed_users[user];
             if run.nodes.is_empty() {
                 continue;
             }
-            run.user = self.users.intern(&mut self.user_index, &user);
+            run.user = self.users.intern(&mut self.user_index, user);
             // Rank 0's node first (FailedRun::nodes); a swap, not a sort: a
             // month of large jobs has millions of node slots.
             if let Some(first) = (0..run.nodes.len()).min_by_key(|&i| rank_of(run.nodes[i])) {
@@ -669,6 +679,10 @@ struct Both<'a, 'p> {
 
 impl db::RunVisitor for Both<'_, '_> {
     fn expect(&mut self, runs: usize) {
+        // Most runs of a month of large jobs are multi-node: room made at
+        // once, not by doubling (each doubling below glibc's mmap
+        // threshold copies the list).
+        self.pass.multi.reserve(runs);
         self.each.expect(runs);
     }
 
@@ -710,7 +724,7 @@ pub fn attribute_range_with(
     crate::attribute::job_log::attach(conn, t0, t1, &mut runs)?;
     crate::attribute::trace::attach(conn, t0, t1, &mut runs)?;
     users.add_failures(&runs);
-    let evidence = load_evidence(conn, t0, t1)?;
+    let evidence = load_evidence(conn, t0, t1, !p.without_texts)?;
     // Every run counts as at least an hour, as in the attribution's own
     // weighing: seconds-long runs must not make a node's exposure zero.
     let node_days: HashMap<i64, f64> = exposure
@@ -730,35 +744,39 @@ pub fn attribute_range_with(
 
 /// The attribution evidence for runs ending in `(t0, t1]`.
 pub fn evidence(conn: &Connection, t0: i64, t1: i64) -> Result<Evidence> {
-    load_evidence(conn, t0, t1)
+    load_evidence(conn, t0, t1, true)
 }
 
 /// Findings, node events of our checks and of Slurm, and failed task exits
-/// around the window.
-fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
+/// around the window; `texts`: with each mark's [`Mark::what`] (only the
+/// attribution's texts show it).
+fn load_evidence(conn: &Connection, t0: i64, now: i64, texts: bool) -> Result<Evidence> {
     let (lo, hi) = (t0 - attribute::BEFORE_END_S, now + attribute::AFTER_END_S);
     let mut ev = Evidence::default();
-    for f in db::history::hard_findings(conn, lo, hi)? {
-        ev.findings.entry(f.node).or_default().push(Mark {
-            at: f.at,
-            what: format!(
+    db::history::for_each_hard_finding(conn, lo, hi, |f| {
+        let what = if texts {
+            format!(
                 "finding {} {}",
-                f.code.as_deref().unwrap_or("?"),
-                f.entity.as_deref().unwrap_or("")
+                f.code.unwrap_or("?"),
+                f.entity.unwrap_or("")
             )
             .trim_end()
-            .to_string(),
-            // The code's family (an MCE is found by the xid check's pass),
-            // else the check's name.
-            category: f
-                .code
-                .as_deref()
-                .and_then(attribute::known_category)
-                .map(String::from)
-                .or(f.check)
-                .unwrap_or_else(|| "unknown".into()),
+            .to_string()
+        } else {
+            String::new()
+        };
+        // The code's family (an MCE is found by the xid check's pass),
+        // else the check's name.
+        let category = match f.code.and_then(attribute::known_category) {
+            Some(family) => Cow::Borrowed(family),
+            None => Cow::Owned(f.check.unwrap_or("unknown").to_string()),
+        };
+        ev.findings.entry(f.node).or_default().push(Mark {
+            at: f.at,
+            what,
+            category,
         });
-    }
+    })?;
     for (node, at, state, why) in db::history::check_and_slurm_events(conn, lo, hi)? {
         if is_out_of_service(&state) {
             ev.events.entry(node).or_default().push(Mark {
@@ -781,10 +799,10 @@ fn load_evidence(conn: &Connection, t0: i64, now: i64) -> Result<Evidence> {
 
 /// The category of a node event's reason: from the code of ours
 /// (`hc: XID_79 gpu3` is `xid`), `slurm` for Slurm's own.
-fn event_category(why: &str) -> String {
+fn event_category(why: &str) -> Cow<'static, str> {
     let parsed = reason::parse(why);
     match parsed.owner {
-        ReasonOwner::HealthCheck => attribute::category_of_code(parsed.code.unwrap_or("")),
+        ReasonOwner::HealthCheck => attribute::category_of_code(parsed.code.unwrap_or("")).into(),
         _ => attribute::SLURM_CATEGORY.into(),
     }
 }

@@ -2,14 +2,16 @@
 //! task exits) and the categories of our reason codes.
 
 use super::{Rule, AFTER_END_S, BEFORE_END_S};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Something seen on a node at a time.
 #[derive(Debug, Clone)]
 pub struct Mark {
     pub at: i64,
-    /// `xid`, `ecc`, `pcie`, `ib`, `mounts`, ..., `slurm`.
-    pub category: String,
+    /// `xid`, `ecc`, `pcie`, `ib`, `mounts`, ..., `slurm`; borrowed for our
+    /// own codes' families, owned for a site's check names.
+    pub category: Cow<'static, str>,
     /// What was seen: `finding XID_79 gpu3`, `event DOWN: Not responding`.
     pub what: String,
 }

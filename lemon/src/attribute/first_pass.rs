@@ -7,8 +7,8 @@ use super::{
     evidence_text, exit_text, Attribution, AttributionParams, Evidence, FailedRun, Rule,
     AFTER_END_S, BEFORE_END_S, BURST_MIN, BURST_S, SLURM_CATEGORY,
 };
+use crate::fast_hash::FastMap;
 use crate::job_state::JobState;
-use std::collections::HashMap;
 
 /// What the first pass decided: final, or a signal death to weigh.
 pub(super) enum FirstPass {
@@ -40,38 +40,10 @@ pub(super) fn first_pass(
         None => {}
     }
     if let [node] = run.nodes[..] {
-        let found = by_time.node_evidence(&run.nodes, run.end);
-        if run.state == JobState::NodeFail {
-            return FirstPass::Done(match found {
-                Some((_, m, _)) => Attribution::evidence(
-                    node,
-                    Rule::NodeFail,
-                    m,
-                    format!("NODE_FAIL; {}", evidence_text(m, run.end)),
-                ),
-                None => Attribution::node(node, Rule::NodeFail, "node_fail", "NODE_FAIL".into()),
-            });
-        }
-        let code = run.exit_code.unwrap_or(0);
-        if run.signal().is_none()
-            && p.user_error_exit_codes
-                .iter()
-                .any(|&c| i64::from(c) == code)
-        {
-            return FirstPass::Done(Attribution::nobody(
-                Rule::UserExit,
-                "user",
-                format!("exit {code}: a user error"),
-            ));
-        }
-        if let Some((_, m, rule)) = found {
-            let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
-            return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
-        }
-        return super::trace::blame(run).map_or(FirstPass::Weigh, FirstPass::Done);
+        return one_node(run, node, by_time, p);
     }
     if let Some((node, m, rule)) = by_time.node_evidence(&run.nodes, run.end) {
-        let detail = format!("{}; {}", exit_text(run), evidence_text(m, run.end));
+        let detail = p.text(|| format!("{}; {}", exit_text(run), evidence_text(m, run.end)));
         return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
     }
     if let Some(traced) = super::trace::blame(run) {
@@ -94,14 +66,55 @@ pub(super) fn first_pass(
         v.iter()
             .find(|&&(n, at_ms)| at_ms >= from_ms && at_ms <= hi_ms && run.nodes.contains(&n))
     }) {
-        let detail = format!(
-            "first failing task of {} nodes on this node, {:+.3}s from the end",
-            run.nodes.len(),
-            (at_ms - run.end * 1000) as f64 / 1000.0
-        );
+        let detail = p.text(|| {
+            format!(
+                "first failing task of {} nodes on this node, {:+.3}s from the end",
+                run.nodes.len(),
+                (at_ms - run.end * 1000) as f64 / 1000.0
+            )
+        });
         return FirstPass::Localized { node, detail };
     }
     FirstPass::Weigh
+}
+
+/// Rules 1-3 for a run on one node: `NODE_FAIL` is the node's, a user
+/// error code the user's, evidence in the window the node's.
+fn one_node(run: &FailedRun, node: i64, by_time: &mut ByTime, p: &AttributionParams) -> FirstPass {
+    let found = by_time.node_evidence(&run.nodes, run.end);
+    if run.state == JobState::NodeFail {
+        return FirstPass::Done(match found {
+            Some((_, m, _)) => Attribution::evidence(
+                node,
+                Rule::NodeFail,
+                m,
+                p.text(|| format!("NODE_FAIL; {}", evidence_text(m, run.end))),
+            ),
+            None => Attribution::node(
+                node,
+                Rule::NodeFail,
+                "node_fail",
+                p.text(|| "NODE_FAIL".into()),
+            ),
+        });
+    }
+    let code = run.exit_code.unwrap_or(0);
+    if run.signal().is_none()
+        && p.user_error_exit_codes
+            .iter()
+            .any(|&c| i64::from(c) == code)
+    {
+        return FirstPass::Done(Attribution::nobody(
+            Rule::UserExit,
+            "user",
+            p.text(|| format!("exit {code}: a user error")),
+        ));
+    }
+    if let Some((_, m, rule)) = found {
+        let detail = p.text(|| format!("{}; {}", exit_text(run), evidence_text(m, run.end)));
+        return FirstPass::Done(Attribution::evidence(node, rule, m, detail));
+    }
+    super::trace::blame(run).map_or(FirstPass::Weigh, FirstPass::Done)
 }
 
 /// A job log or a trace named the node; whether one of our checks caught
@@ -127,7 +140,7 @@ fn array_of(job_id: &str) -> Option<&str> {
 /// Which of the weighed runs are part of a burst (rule 4): at least
 /// [`BURST_MIN`] tasks of one job array failing on one node within [`BURST_S`].
 pub(super) fn bursts(runs: &[FailedRun], weigh: &[usize]) -> Vec<bool> {
-    let mut by_pair: HashMap<(&str, i64), Vec<usize>> = HashMap::new();
+    let mut by_pair: FastMap<(&str, i64), Vec<usize>> = FastMap::default();
     for (k, &i) in weigh.iter().enumerate() {
         if let (Some(array), [node]) = (array_of(&runs[i].job_id), &runs[i].nodes[..]) {
             by_pair.entry((array, *node)).or_default().push(k);

@@ -1,7 +1,10 @@
 //! Rule 5 of the attribution: the joint estimate of the nodes' hardware
 //! hazards and the users' own failure rates.
 
-use super::{exit_text, Attribution, FailedRun, Rule, UserRecord, UserStats, PRIOR_NODE_DAYS};
+use super::{
+    exit_text, Attribution, AttributionParams, FailedRun, Rule, UserRecord, UserStats,
+    PRIOR_NODE_DAYS,
+};
 use crate::fast_hash::FastMap;
 use crate::job_state::JobState;
 use std::collections::HashMap;
@@ -65,28 +68,7 @@ impl Hazards {
                 (u, share * runs[i].days().max(1.0 / 24.0))
             })
             .collect();
-        // Start from every signal death its nodes' and every plain exit its
-        // user's: a node that kills jobs shows from the first round, and
-        // users' everyday bugs do not inflate the hazards they are weighed by.
-        // The rounds below touch every node of every weighed run 50 times:
-        // dense indices instead of hash lookups (millions of node slots in a
-        // fleet's month of large jobs).
-        let mut dense = DenseNodes::new(runs, weighed);
-        let (mut slots, mut chances, mut spans) = (Vec::new(), Vec::new(), vec![0]);
-        for &i in weighed {
-            let k = runs[i].nodes.len();
-            let start = if runs[i].signal().is_some() {
-                1.0 / k as f64
-            } else {
-                0.0
-            };
-            for &n in &runs[i].nodes {
-                // Four bytes a slot: the rounds read every slot twice a round.
-                slots.push(dense.index(n) as u32);
-                chances.push(start);
-            }
-            spans.push(slots.len());
-        }
+        let (dense, slots, mut chances, spans) = first_chances(runs, weighed);
         let mut hard_dense = vec![0.0; dense.len()];
         let mut days_dense = vec![0.0; dense.len()];
         for (n, d) in dense.nodes() {
@@ -114,12 +96,19 @@ impl Hazards {
 
     /// The verdict on the `k`th weighed run: its likeliest node's when that
     /// node's chance is at least one half, else the user's (or nobody's).
-    pub(super) fn verdict(&self, k: usize, run: &FailedRun, users: &UserStats) -> Attribution {
+    pub(super) fn verdict(
+        &self,
+        k: usize,
+        run: &FailedRun,
+        users: &UserStats,
+        p: &AttributionParams,
+    ) -> Attribution {
         let (u, chances) = (
             &self.user_rates[k],
             &self.chances[self.spans[k]..self.spans[k + 1]],
         );
-        let record = record_text(&users.names[run.user as usize], self.records[k], *u, run);
+        let record =
+            p.text(|| record_text(&users.names[run.user as usize], self.records[k], *u, run));
         let best = chances
             .iter()
             .enumerate()
@@ -137,56 +126,97 @@ impl Hazards {
             } else {
                 "exit"
             };
-            let among = if run.nodes.len() > 1 {
-                format!(" (of {} nodes)", run.nodes.len())
-            } else {
-                String::new()
-            };
-            return Attribution::node(
-                run.nodes[j],
-                rule,
-                category,
+            let detail = p.text(|| {
+                let among = if run.nodes.len() > 1 {
+                    format!(" (of {} nodes)", run.nodes.len())
+                } else {
+                    String::new()
+                };
                 format!(
                     "{}; {record}; the node's hardware{among} explains it with chance {w:.2}",
                     exit_text(run)
-                ),
-            );
+                )
+            });
+            return Attribution::node(run.nodes[j], rule, category, detail);
         }
         let best = best.map_or(0.0, |(_, &w)| w);
-        not_one_nodes(run, &record, chances.iter().sum(), best)
+        not_one_nodes(run, &record, chances.iter().sum(), best, p)
     }
+}
+
+/// The weighed runs' node slots (dense node indices), each slot's first
+/// chance, and where each run's slots start.
+///
+/// Start from every signal death its nodes' and every plain exit its
+/// user's: a node that kills jobs shows from the first round, and users'
+/// everyday bugs do not inflate the hazards they are weighed by. The
+/// rounds touch every node of every weighed run up to 50 times: dense
+/// indices instead of hash lookups (millions of node slots in a fleet's
+/// month of large jobs).
+fn first_chances(
+    runs: &[FailedRun],
+    weighed: &[usize],
+) -> (DenseNodes, Vec<u32>, Vec<f64>, Vec<usize>) {
+    let mut dense = DenseNodes::new(runs, weighed);
+    // Sized once: a million slots grown by doubling were copied twice over.
+    let total: usize = weighed.iter().map(|&i| runs[i].nodes.len()).sum();
+    let mut slots = Vec::with_capacity(total);
+    let mut chances = Vec::with_capacity(total);
+    let mut spans = Vec::with_capacity(weighed.len() + 1);
+    spans.push(0);
+    for &i in weighed {
+        let k = runs[i].nodes.len();
+        let start = if runs[i].signal().is_some() {
+            1.0 / k as f64
+        } else {
+            0.0
+        };
+        for &n in &runs[i].nodes {
+            // Four bytes a slot: the rounds read every slot twice a round.
+            slots.push(dense.index(n) as u32);
+            chances.push(start);
+        }
+        spans.push(slots.len());
+    }
+    (dense, slots, chances, spans)
 }
 
 /// The verdict when no one node explains `run`: its user's, the hardware
 /// of its nodes together (`together`, the sum of their chances), or nobody's.
-fn not_one_nodes(run: &FailedRun, record: &str, together: f64, best: f64) -> Attribution {
+fn not_one_nodes(
+    run: &FailedRun,
+    record: &str,
+    together: f64,
+    best: f64,
+    p: &AttributionParams,
+) -> Attribution {
     match (run.nodes.len(), run.signal()) {
             (1, Some(_)) => Attribution::nobody(
                 Rule::UserCrash,
                 "user",
-                format!("{}; {record}", exit_text(run)),
+                p.text(|| format!("{}; {record}", exit_text(run))),
             ),
             (1, None) => Attribution::nobody(
                 Rule::UserExit,
                 "user",
-                format!("{}; {record}", exit_text(run)),
+                p.text(|| format!("{}; {record}", exit_text(run))),
             ),
             (n, Some(_)) if together >= 0.5 => Attribution::nobody(
                 Rule::AmongNodes,
                 "multi_node",
-                format!(
+                p.text(|| format!(
                     "{} on {n} nodes, no node evidence; {record}; the nodes' hardware together explains it with chance {together:.2}, no one node with more than {:.2}",
                     exit_text(run),
                     best,
-                ),
+                )),
             ),
             (n, _) => Attribution::nobody(
                 Rule::Unattributed,
                 "unknown",
-                format!(
+                p.text(|| format!(
                     "{} on {n} nodes, no node evidence; {record}",
                     exit_text(run)
-                ),
+                )),
             ),
         }
 }
@@ -344,8 +374,9 @@ impl Rounds<'_> {
 fn blamed_by_evidence(
     runs: &[FailedRun],
     decided: &[Option<Attribution>],
-) -> (HashMap<i64, f64>, f64, f64) {
-    let mut hard: HashMap<i64, f64> = HashMap::new();
+) -> (FastMap<i64, f64>, f64, f64) {
+    // Whole counts: their sum is the same in any order of the map.
+    let mut hard: FastMap<i64, f64> = FastMap::default();
     let (mut signals, mut exits, mut blamed) = (0.0, 0.0, 0.0);
     for (run, a) in runs.iter().zip(decided) {
         if let Some(n) = a.as_ref().and_then(|a| a.node) {

@@ -83,10 +83,10 @@ pub fn attach(conn: &Connection, t0: i64, t1: i64, runs: &mut [FailedRun]) -> Re
 /// the log decides nothing and the exit-code model goes on.
 pub fn blame(run: &FailedRun) -> Option<Attribution> {
     let log = run.log.as_ref()?;
-    let attribution = |node, rule, category: &str| Attribution {
+    let attribution = |node, rule, category: &'static str| Attribution {
         node,
         rule,
-        category: category.to_string(),
+        category: category.into(),
         detail: log.describe(""),
         caught_by_check: false,
     };

@@ -78,6 +78,7 @@ use evidence::ByTime;
 use first_pass::{bursts, first_pass, FirstPass};
 use hazards::Hazards;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Seconds before a run's end where node evidence still explains its failure.
@@ -217,8 +218,10 @@ pub struct Attribution {
     pub node: Option<i64>,
     pub rule: Rule,
     /// Check category of a node-caused failure (`xid`, `slurm`, `node_fail`,
-    /// `signal`, `task_exit`); `user` or `unknown` otherwise.
-    pub category: String,
+    /// `signal`, `task_exit`); `user` or `unknown` otherwise. Borrowed
+    /// where it is one of ours: a hundred thousand failed runs need no
+    /// copy of `user`.
+    pub category: Cow<'static, str>,
     /// The evidence in words, for reports.
     pub detail: String,
     /// One of our health checks caught the fault (a finding or an `hc:`
@@ -234,11 +237,16 @@ impl Attribution {
         self.node.is_some() || matches!(self.rule, Rule::AmongNodes | Rule::JobLogUnlocalized)
     }
 
-    fn node(node: i64, rule: Rule, category: &str, detail: String) -> Attribution {
+    fn node(
+        node: i64,
+        rule: Rule,
+        category: impl Into<Cow<'static, str>>,
+        detail: String,
+    ) -> Attribution {
         Attribution {
             node: Some(node),
             rule,
-            category: category.to_string(),
+            category: category.into(),
             detail,
             caught_by_check: false,
         }
@@ -248,15 +256,15 @@ impl Attribution {
     fn evidence(node: i64, rule: Rule, m: &Mark, detail: String) -> Attribution {
         Attribution {
             caught_by_check: m.category != SLURM_CATEGORY,
-            ..Attribution::node(node, rule, &m.category, detail)
+            ..Attribution::node(node, rule, m.category.clone(), detail)
         }
     }
 
-    fn nobody(rule: Rule, category: &str, detail: String) -> Attribution {
+    fn nobody(rule: Rule, category: &'static str, detail: String) -> Attribution {
         Attribution {
             node: None,
             rule,
-            category: category.to_string(),
+            category: category.into(),
             detail,
             caught_by_check: false,
         }
@@ -273,6 +281,22 @@ pub struct AttributionParams {
     /// failed validation already drained it with `hc: VALIDATE`), so the
     /// attribution and the reliability report leave them out.
     pub own_job_name: Option<String>,
+    /// Leave every verdict's [`Attribution::detail`] empty: for callers
+    /// that count verdicts and never say why (the reliability report). A
+    /// month of large jobs has a hundred thousand failed runs, and writing
+    /// their texts was a tenth of that report's time.
+    pub without_texts: bool,
+}
+
+impl AttributionParams {
+    /// The text `write` makes, or none when the caller asked for none.
+    fn text(&self, write: impl FnOnce() -> String) -> String {
+        if self.without_texts {
+            String::new()
+        } else {
+            write()
+        }
+    }
 }
 
 /// True for the states that count as failures.
@@ -334,10 +358,12 @@ pub fn attribute_all(
             out[i] = Some(Attribution::nobody(
                 Rule::UserBurst,
                 "user",
-                format!(
-                    "{}; one of {user}'s array tasks failing on this node within an hour",
-                    exit_text(&runs[i])
-                ),
+                p.text(|| {
+                    format!(
+                        "{}; one of {user}'s array tasks failing on this node within an hour",
+                        exit_text(&runs[i])
+                    )
+                }),
             ));
         } else {
             weighed.push(i);
@@ -358,11 +384,11 @@ pub fn attribute_all(
         .collect();
     let hazards = Hazards::estimate(runs, &weighed, &user_share, &out, users, node_days);
     for (k, &i) in weighed.iter().enumerate() {
-        out[i] = Some(hazards.verdict(k, &runs[i], users));
+        out[i] = Some(hazards.verdict(k, &runs[i], users, p));
     }
     for (i, _, first) in localized {
         if let Some(a) = out[i].as_mut() {
-            a.detail = format!("{first}; {}", a.detail);
+            a.detail = p.text(|| format!("{first}; {}", a.detail));
             if a.node.is_some() {
                 a.rule = Rule::FirstTaskExit;
                 a.category = "task_exit".into();

@@ -33,7 +33,7 @@ fn run(nodes: &[i64], exit: &str) -> FailedRun {
 fn mark(at: i64, c: &str) -> Mark {
     Mark {
         at,
-        category: c.into(),
+        category: c.to_string().into(),
         what: format!("finding {c}"),
     }
 }
@@ -42,6 +42,7 @@ fn one(r: &FailedRun, ev: &Evidence, u: &UserStats) -> Attribution {
     let p = AttributionParams {
         user_error_exit_codes: vec![126, 127],
         own_job_name: None,
+        without_texts: false,
     };
     attribute_all(std::slice::from_ref(r), ev, u, &HashMap::new(), &p).remove(0)
 }
@@ -78,7 +79,7 @@ fn the_first_failing_task_says_where_and_the_weighing_says_whose() {
     // A clean user's job fails first on a node that already fails jobs.
     let a = among_failing_nodes(&run(&[1, 2, 3], "1:0"), &ev, &clean_alice());
     assert_eq!(
-        (a.node, a.rule, a.category.as_str()),
+        (a.node, a.rule, a.category.as_ref()),
         (Some(2), Rule::FirstTaskExit, "task_exit")
     );
     assert!(
@@ -166,7 +167,7 @@ fn finding_beats_event_beats_task_exit() {
     ev.findings.insert(3, vec![mark(9_500, "pcie")]);
     let a = one(&run(&[1, 2, 3], "1:0"), &ev, &u);
     assert_eq!(
-        (a.node, a.rule, a.category.as_str()),
+        (a.node, a.rule, a.category.as_ref()),
         (Some(3), Rule::Finding, "pcie")
     );
 }
@@ -192,7 +193,7 @@ fn an_exit_code_is_the_users_unless_the_node_shows_evidence() {
     ev.events.insert(7, vec![mark(9_900, "xid")]);
     let a = one(&run(&[7], "1:0"), &ev, &u);
     assert_eq!(
-        (a.node, a.rule, a.category.as_str()),
+        (a.node, a.rule, a.category.as_ref()),
         (Some(7), Rule::NodeEvent, "xid")
     );
     // 127 (command not found) stays the user's even then.
@@ -538,4 +539,54 @@ fn task_exit_window_covers_whole_seconds() {
     ev.task_fails_ms
         .insert(42, vec![(1, 3_999_999), (2, 10_300_999)]);
     assert!(within(&ev));
+}
+
+#[test]
+fn without_texts_every_verdict_is_the_same_and_says_nothing() {
+    // A month of every rule: NODE_FAIL, a user's exit code, a finding, a
+    // burst, a first failing task, the weighing of nodes alone and
+    // together, and a run no rule decides.
+    let mut u = users(&["alice", "carol"]);
+    u.runs = vec![400, 1000];
+    let (mut runs, days) = node_7_failing();
+    let mut add = |nodes: &[i64], exit: &str, end: i64, job: &str, user: u32| {
+        let mut r = run(nodes, exit);
+        (r.end, r.job_id, r.user) = (end, job.into(), user);
+        r.job_id_raw = end;
+        r.start = Some(end - 2 * 86_400);
+        runs.push(r);
+    };
+    add(&[7], "127:0", 200_000, "1", 0);
+    add(&[8], "0:7", 300_000, "2", 0);
+    add(&[7], "0:11", 400_000, "3", 0);
+    for k in 0..5 {
+        add(&[3], "0:11", 500_000 + k * 300, &format!("77_{k}"), 1);
+    }
+    add(&[1, 2, 9], "1:0", 600_000, "4", 0);
+    add(&(10..26).collect::<Vec<_>>(), "0:7", 700_000, "5", 0);
+    add(&[10, 11], "1:0", 800_000, "6", 0);
+    let mut ev = Evidence::default();
+    ev.findings.insert(8, vec![mark(299_900, "xid")]);
+    ev.task_fails_ms.insert(600_000, vec![(9, 600_000_000)]);
+    let with = AttributionParams {
+        user_error_exit_codes: vec![127],
+        ..AttributionParams::default()
+    };
+    let without = AttributionParams {
+        without_texts: true,
+        ..with.clone()
+    };
+    let told = attribute_all(&runs, &ev, &u, &days, &with);
+    let untold = attribute_all(&runs, &ev, &u, &days, &without);
+    let rules: std::collections::HashSet<Rule> = told.iter().map(|a| a.rule).collect();
+    assert!(
+        rules.len() >= 7,
+        "the month covers too few rules: {rules:?}"
+    );
+    assert!(told.iter().all(|a| !a.detail.is_empty()), "{told:?}");
+    assert!(untold.iter().all(|a| a.detail.is_empty()), "{untold:?}");
+    for (a, b) in told.iter().zip(&untold) {
+        let verdict = |a: &Attribution| (a.node, a.rule, a.category.clone(), a.caught_by_check);
+        assert_eq!(verdict(a), verdict(b), "{a:?}");
+    }
 }

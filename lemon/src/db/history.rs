@@ -56,32 +56,41 @@ fn node_times(conn: &Connection, sql: &str, t0: i64, t1: i64) -> Result<Vec<(i64
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// A `drain` or `down` finding of a node's health checks.
-#[derive(Debug, Clone)]
-pub struct HardFinding {
+/// A `drain` or `down` finding of a node's health checks, its texts
+/// borrowed from the row.
+#[derive(Debug, Clone, Copy)]
+pub struct HardFinding<'r> {
     pub node: i64,
     pub at: i64,
-    pub check: Option<String>,
-    pub code: Option<String>,
-    pub entity: Option<String>,
+    pub check: Option<&'r str>,
+    pub code: Option<&'r str>,
+    pub entity: Option<&'r str>,
 }
 
-/// Every `drain`/`down` finding of `[lo, hi]`.
-pub fn hard_findings(conn: &Connection, lo: i64, hi: i64) -> Result<Vec<HardFinding>> {
+/// Hands every `drain`/`down` finding of `[lo, hi]` to `each`, without
+/// owning its texts: a month holds tens of thousands, and most are only
+/// counted.
+pub fn for_each_hard_finding(
+    conn: &Connection,
+    lo: i64,
+    hi: i64,
+    mut each: impl FnMut(HardFinding<'_>),
+) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "SELECT node, at, check_name, code, entity FROM health
          WHERE kind = 'finding' AND severity IN ('drain', 'down') AND at >= ?1 AND at <= ?2",
     )?;
-    let rows = stmt.query_map(params![lo, hi], |r| {
-        Ok(HardFinding {
+    let mut rows = stmt.query(params![lo, hi])?;
+    while let Some(r) = rows.next()? {
+        each(HardFinding {
             node: r.get(0)?,
             at: r.get(1)?,
-            check: r.get(2)?,
-            code: r.get(3)?,
-            entity: r.get(4)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+            check: super::text_of(r, 2)?,
+            code: super::text_of(r, 3)?,
+            entity: super::text_of(r, 4)?,
+        });
+    }
+    Ok(())
 }
 
 /// (node, start, state, reason) of the node events of our checks and of

@@ -65,11 +65,7 @@ pub(super) const SELECT_RUNS: &str =
 
 /// A row of [`SELECT_RUNS`].
 pub(super) fn read_row<'r>(r: &'r Row<'r>) -> Result<RunRow<'r>> {
-    let text = |i: usize| -> Result<Option<&'r str>> {
-        Ok(r.get_ref(i)?
-            .as_str_or_null()
-            .map_err(lemonade_sql::rusqlite::Error::from)?)
-    };
+    let text = |i: usize| super::text_of(r, i);
     Ok(RunRow {
         id: r.get(0)?,
         job_id_raw: r.get(1)?,

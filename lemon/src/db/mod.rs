@@ -26,7 +26,7 @@ pub use jobs::{
 
 use crate::error::Result;
 use crate::fast_hash::FastMap;
-use lemonade_sql::rusqlite::{params, Connection, OptionalExtension};
+use lemonade_sql::rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -38,6 +38,14 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     // jobs otherwise spends its time re-reading pages.
     conn.pragma_update(None, "cache_size", -32_768)?;
     Ok(conn)
+}
+
+/// Column `i` of `r` as text borrowed from the row (`None` for NULL), for
+/// readers of many rows that need not own their strings.
+pub(crate) fn text_of<'r>(r: &'r Row<'r>, i: usize) -> Result<Option<&'r str>> {
+    Ok(r.get_ref(i)?
+        .as_str_or_null()
+        .map_err(lemonade_sql::rusqlite::Error::from)?)
 }
 
 /// Begins a transaction by hand, for writers that commit in batches.
