@@ -679,9 +679,9 @@ struct Both<'a, 'p> {
 
 impl db::RunVisitor for Both<'_, '_> {
     fn expect(&mut self, runs: usize) {
-        // Most runs of a month of large jobs are multi-node: room made at
-        // once, not by doubling (each doubling below glibc's mmap
-        // threshold copies the list).
+        // At most this many multi-node runs: room made at once (room never
+        // written costs no memory) rather than by doubling, which copies
+        // the list each time below glibc's mmap threshold.
         self.pass.multi.reserve(runs);
         self.each.expect(runs);
     }
