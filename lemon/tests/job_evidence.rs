@@ -492,7 +492,11 @@ mod detection {
         // window finds 55 with the same gate. Before a log-named fault that
         // a check had also caught counted as caught, healthy nodes carried
         // 282 such faults as "uncaught" and the count could not tell a
-        // 2-failure lemon from them: 37 of 59 (0.63).
+        // 2-failure lemon from them: 37 of 59 (0.63). Seeds 11-20
+        // (2026-11-27): 45 of 62, one healthy node flagged, so 1-20 give
+        // 94 of 121 at 0.99 (recall 0.78); 13 of those 62 lemons had at
+        // most one uncaught failure in the window (ceiling 0.79 there,
+        // 0.86 over 1-20). The README's job-evidence section has the rest.
         let (hits, flagged, planted, confounded) = detection(30.0, Logs::Written);
         let precision = if flagged == 0 {
             1.0
