@@ -720,6 +720,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t d, char *version, uns
     return read_string(gpu, "vbios", version, length);
 }
 
+/* "NVIDIA H200"; nvml.h: NVML_DEVICE_NAME_V2_BUFFER_SIZE, 96. */
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length) {
+    DEVICE_CALL("nvmlDeviceGetName", d, gpu);
+    return read_string(gpu, "name", name, length);
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t d, char *version) {
     DEVICE_CALL("nvmlDeviceGetGspFirmwareVersion", d, gpu);
     /* nvml.h: NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, 0x40. */

@@ -26,6 +26,12 @@ pub fn capture(nvml: &Nvml, max_links: u32) -> Value {
         "nvmlSystemGetDriverVersion",
         nvml.sys_driver_version(),
     );
+    put(
+        &mut top,
+        "cuda_driver_version",
+        "nvmlSystemGetCudaDriverVersion_v2",
+        nvml.sys_cuda_driver_version(),
+    );
     let count = match nvml.device_count() {
         Ok(n) => n,
         Err(e) => {
@@ -86,9 +92,17 @@ fn limits(nvml: &Nvml, d: &Device<'_>, g: &mut Map<String, Value>) {
     }
 }
 
-/// Who the GPU is: UUID, bus id, VBIOS, persistence mode.
+/// Who the GPU is: UUID, bus id, name, VBIOS and GSP firmware (the
+/// `versions` check's too), persistence mode.
 fn identity(d: &Device<'_>, g: &mut Map<String, Value>) {
     put(g, "uuid", "nvmlDeviceGetUUID", d.uuid());
+    put(g, "name", "nvmlDeviceGetName", d.name());
+    put(
+        g,
+        "gsp_version",
+        "nvmlDeviceGetGspFirmwareVersion",
+        d.gsp_firmware_version(),
+    );
     put(
         g,
         "bus_id",
