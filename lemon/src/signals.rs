@@ -370,7 +370,7 @@ impl std::fmt::Debug for Exposure {
 /// most of the cost of scoring and of the reliability report.
 struct WindowPass<'a> {
     t0: i64,
-    since: &'a dyn Fn(i64) -> i64,
+    since: &'a (dyn Fn(i64) -> i64 + Sync),
     /// Indexed by node id.
     per_node: Vec<Exposure>,
     users: UserStats,
@@ -412,7 +412,7 @@ enum MultiNodes {
 }
 
 impl<'a> WindowPass<'a> {
-    fn new(conn: &Connection, t0: i64, since: &'a dyn Fn(i64) -> i64) -> Result<Self> {
+    fn new(conn: &Connection, t0: i64, since: &'a (dyn Fn(i64) -> i64 + Sync)) -> Result<Self> {
         let max_node = usize::try_from(db::max_node_id(conn)?).unwrap_or(0);
         Ok(WindowPass {
             t0,
@@ -533,11 +533,25 @@ impl<'a> WindowPass<'a> {
         }
     }
 
+    /// Whether every multi-node run's nodes came with the run (none has
+    /// them only in `job_nodes`): then the count needs no database.
+    fn counts_without_db(&self) -> bool {
+        !self
+            .multi
+            .iter()
+            .any(|r| matches!(r.nodes, MultiNodes::InJobNodes))
+    }
+
     /// Counts the multi-node runs, after all one-node runs as scoring
     /// always has (a node's node-days are a sum of fractions: its order
     /// shows in the last digits), and gives the failed ones whose nodes
-    /// are only in `job_nodes` their nodes.
-    fn count_multi_node_runs(&mut self, conn: &Connection) -> Result<()> {
+    /// are only in `job_nodes` their nodes (`job_nodes_of` reads those of
+    /// a run stored without `jobs.node_ids`). Counted once: a second call
+    /// finds none left.
+    fn count_multi_node_runs(
+        &mut self,
+        job_nodes_of: &mut dyn FnMut(i64) -> Result<Vec<i64>>,
+    ) -> Result<()> {
         let (multi, multi_nodes) = (
             std::mem::take(&mut self.multi),
             std::mem::take(&mut self.multi_nodes),
@@ -559,7 +573,7 @@ impl<'a> WindowPass<'a> {
                 }
                 (MultiNodes::OfFailedRun, None) => {}
                 (MultiNodes::InJobNodes, failed) => {
-                    let nodes = db::job_nodes_of(conn, run.id)?;
+                    let nodes = job_nodes_of(run.id)?;
                     for &node in &nodes {
                         self.count(node, false, start, end);
                     }
@@ -578,7 +592,7 @@ impl<'a> WindowPass<'a> {
         mut self,
         conn: &Connection,
     ) -> Result<(HashMap<i64, Exposure>, UserStats, Vec<FailedRun>)> {
-        self.count_multi_node_runs(conn)?;
+        self.count_multi_node_runs(&mut |id| db::job_nodes_of(conn, id))?;
         self.failed.sort_by_key(|(run, _)| (run.end, run.row_id));
         let rank = name_ranks(conn)?;
         let rank_of = |n: i64| {
@@ -654,7 +668,7 @@ pub fn attribute_range(
     t0: i64,
     t1: i64,
     p: &AttributionParams,
-    since: &dyn Fn(i64) -> i64,
+    since: &(dyn Fn(i64) -> i64 + Sync),
 ) -> Result<Window> {
     attribute_range_with(conn, (t0, t1), t1, p, since, &mut NoVisitor)
 }
@@ -705,7 +719,7 @@ pub fn attribute_range_with(
     (t0, t1): (i64, i64),
     read_until: i64,
     p: &AttributionParams,
-    since: &dyn Fn(i64) -> i64,
+    since: &(dyn Fn(i64) -> i64 + Sync),
     each: &mut dyn db::RunVisitor,
 ) -> Result<Window> {
     let mut pass = WindowPass::new(conn, t0, since)?;
@@ -720,11 +734,28 @@ pub fn attribute_range_with(
             skip_name: p.own_job_name.as_deref(),
         },
     )?;
+    // The evidence does not depend on the runs: it is read while another
+    // thread counts the multi-node runs (tens of millions of node slots in
+    // a month of large jobs), where none of those needs the database.
+    let evidence = if pass.counts_without_db() {
+        let (counted, evidence) = std::thread::scope(|s| {
+            let counting = s.spawn(move || {
+                pass.count_multi_node_runs(&mut |_| unreachable!("counts_without_db"))
+                    .map(|()| pass)
+            });
+            let evidence = load_evidence(conn, t0, t1, !p.without_texts);
+            let counted = counting.join().expect("the node-slot count panicked");
+            (counted, evidence)
+        });
+        pass = counted?;
+        evidence?
+    } else {
+        load_evidence(conn, t0, t1, !p.without_texts)?
+    };
     let (exposure, mut users, mut runs) = pass.finish(conn)?;
     crate::attribute::job_log::attach(conn, t0, t1, &mut runs)?;
     crate::attribute::trace::attach(conn, t0, t1, &mut runs)?;
     users.add_failures(&runs);
-    let evidence = load_evidence(conn, t0, t1, !p.without_texts)?;
     // Every run counts as at least an hour, as in the attribution's own
     // weighing: seconds-long runs must not make a node's exposure zero.
     let node_days: HashMap<i64, f64> = exposure

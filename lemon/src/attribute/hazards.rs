@@ -322,12 +322,21 @@ struct Rounds<'a> {
     total_days: f64,
 }
 
+/// Below this many node slots the rounds run on one thread: a thread's
+/// start costs more than the half it would take.
+const SLOTS_FOR_TWO_THREADS: usize = 100_000;
+
 impl Rounds<'_> {
     /// Re-estimates each node's chance of every run from the others'
     /// until the chances settle, at most 50 rounds.
+    ///
+    /// Each round first sums every node's chances in slot order (the one
+    /// order-dependent step, kept on one thread), then updates each run
+    /// from those sums alone: the runs are split in two halves that two
+    /// threads update, with the same bits as one thread would give.
     fn settle(&self, chances: &mut [f64]) {
         let mut fails = vec![0.0; self.hard.len()];
-        let mut rates: Vec<f64> = Vec::new();
+        let split = self.split();
         for _ in 0..50 {
             fails.copy_from_slice(self.hard);
             let mut weighed_total = 0.0;
@@ -341,31 +350,77 @@ impl Rounds<'_> {
                 0.0
             };
             let prior = PRIOR_NODE_DAYS * fleet_rate;
-            let mut change: f64 = 0.0;
-            for (k, &(u, per_hazard)) in self.base.iter().enumerate() {
-                let span = self.spans[k]..self.spans[k + 1];
-                rates.clear();
-                for (&d, own) in self.slots[span.clone()].iter().zip(&chances[span.clone()]) {
-                    let f = fails[d as usize] - own;
-                    let h = (f.max(0.0) + prior) / self.days[d as usize];
-                    rates.push(h * per_hazard);
-                }
-                let total = u + rates.iter().sum::<f64>();
-                for (w, r) in chances[span].iter_mut().zip(&rates) {
-                    let next = if total > 0.0 { r / total } else { 0.0 };
-                    // As `change.max(..)` (a NaN never wins), without
-                    // making every slot wait on the one before.
-                    let moved = (next - *w).abs();
-                    if moved > change {
-                        change = moved;
+            let runs = self.base.len();
+            let change = if split == runs {
+                self.update(0..runs, chances, &fails, prior)
+            } else {
+                let (first, second) = chances.split_at_mut(self.spans[split]);
+                std::thread::scope(|s| {
+                    let later = s.spawn(|| self.update(split..runs, second, &fails, prior));
+                    let a = self.update(0..split, first, &fails, prior);
+                    let b = later.join().expect("an EM half-round panicked");
+                    // The larger, as one pass's running maximum would be.
+                    if b > a {
+                        b
+                    } else {
+                        a
                     }
-                    *w = next;
-                }
-            }
+                })
+            };
             if change < 1e-6 {
                 break;
             }
         }
+    }
+
+    /// The first run of the second thread's half (the number of runs: one
+    /// thread), so that each half has about as many slots.
+    fn split(&self) -> usize {
+        let runs = self.base.len();
+        let slots = self.slots.len();
+        let two = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        if !two || slots < SLOTS_FOR_TWO_THREADS {
+            return runs;
+        }
+        self.spans.partition_point(|&s| s < slots / 2).min(runs)
+    }
+
+    /// Updates the chances of `runs`, whose slots `chances` holds (from
+    /// the first of them), from the nodes' summed chances `fails`; the
+    /// largest change.
+    fn update(
+        &self,
+        runs: std::ops::Range<usize>,
+        chances: &mut [f64],
+        fails: &[f64],
+        prior: f64,
+    ) -> f64 {
+        let offset = self.spans[runs.start];
+        let mut rates: Vec<f64> = Vec::new();
+        let mut change: f64 = 0.0;
+        for k in runs {
+            let (base, (u, per_hazard)) = (self.spans[k], self.base[k]);
+            let span = base..self.spans[k + 1];
+            let own = &mut chances[span.start - offset..span.end - offset];
+            rates.clear();
+            for (&d, own) in self.slots[span].iter().zip(own.iter()) {
+                let f = fails[d as usize] - own;
+                let h = (f.max(0.0) + prior) / self.days[d as usize];
+                rates.push(h * per_hazard);
+            }
+            let total = u + rates.iter().sum::<f64>();
+            for (w, r) in own.iter_mut().zip(&rates) {
+                let next = if total > 0.0 { r / total } else { 0.0 };
+                // As `change.max(..)` (a NaN never wins), without
+                // making every slot wait on the one before.
+                let moved = (next - *w).abs();
+                if moved > change {
+                    change = moved;
+                }
+                *w = next;
+            }
+        }
+        change
     }
 }
 

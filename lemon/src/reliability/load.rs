@@ -203,26 +203,56 @@ fn load<J: Record>(
         },
     )
     .map_err(lemon_error)?;
-    let categories = failure_categories(&window);
     let Runs {
         mut jobs,
         pending,
         lookahead,
         per_node_gpus,
     } = runs;
-    let last_end = LastEnds::new(
-        pending
-            .iter()
-            .map(|p| (p.raw, p.end))
-            .chain(lookahead.iter().copied()),
-    );
+    // Two independent halves on two threads: the failed runs' categories
+    // (from the attribution) and the requeue table (from the runs).
+    let (categories, last_end) = std::thread::scope(|s| {
+        let categories = s.spawn(|| failure_categories(&window));
+        let last_end = LastEnds::new(
+            pending
+                .iter()
+                .map(|p| (p.raw, p.end))
+                .chain(lookahead.iter().copied()),
+        );
+        let categories = categories.join().expect("the categories' thread panicked");
+        (categories, last_end)
+    });
     let (gpn, source) = match gpus_per_node {
         Some(g) => (g.max(1), "given".to_string()),
         None => infer_gpus_per_node(per_node_gpus),
     };
-    // Both in row id order: a merge, not a lookup per run.
+    // The attribution's window (a hundred thousand failed runs and their
+    // verdicts) is freed on the other thread while the records are completed.
+    std::thread::scope(|s| {
+        s.spawn(move || drop(window));
+        complete(&mut jobs, &pending, &last_end, categories, gpn);
+    });
+    let jobs = in_end_order(jobs, &pending);
+    Ok(LoadedJobs {
+        jobs,
+        gpus_per_node: gpn,
+        gpus_per_node_source: source,
+    })
+}
+
+/// Gives each record what the whole pass was needed for: the GPUs of a
+/// run without `gres/gpu`, whether a later run requeued it, and a failed
+/// run's categories (`categories` and `pending` are both in row id order:
+/// a merge, not a lookup per run).
+fn complete<J: Record>(
+    jobs: &mut [J],
+    pending: &[Pending],
+    last_end: &LastEnds,
+    categories: Categories,
+    gpn: u32,
+) {
     let mut categories = categories.into_iter().peekable();
-    for (job, p) in jobs.iter_mut().zip(&pending) {
+    for (job, p) in jobs.iter_mut().zip(pending) {
         if !p.gpus_known {
             job.set_gpus(job.nodes().saturating_mul(gpn));
         }
@@ -234,12 +264,6 @@ fn load<J: Record>(
             job.set_attributed(category, co);
         }
     }
-    let jobs = in_end_order(jobs, &pending);
-    Ok(LoadedJobs {
-        jobs,
-        gpus_per_node: gpn,
-        gpus_per_node_source: source,
-    })
 }
 
 /// The records by end time, then raw job id (the order of the `jobs_run`
