@@ -670,42 +670,50 @@ pub fn attribute_range(
     p: &AttributionParams,
     since: &(dyn Fn(i64) -> i64 + Sync),
 ) -> Result<Window> {
-    attribute_range_with(conn, (t0, t1), t1, p, since, &mut NoVisitor)
+    window(conn, (t0, t1), t1, p, since, None)
 }
 
-/// Takes no run: [`attribute_range`] wants the attribution alone.
-struct NoVisitor;
-
-impl db::RunVisitor for NoVisitor {
-    fn visit(&mut self, _: &db::RunRow) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// The attribution's pass over the runs of its window, and whoever else reads them.
-struct Both<'a, 'p> {
+/// The attribution's side of the pass over the runs: those that ended in
+/// its window.
+struct WindowRuns<'a, 'p> {
     pass: &'a mut WindowPass<'p>,
     t1: i64,
-    each: &'a mut dyn db::RunVisitor,
-    /// Runs of this job name are left out of both (our validation jobs).
+    /// Runs of this job name are left out (our validation jobs).
     skip_name: Option<&'a str>,
 }
 
-impl db::RunVisitor for Both<'_, '_> {
+impl db::RunVisitor for WindowRuns<'_, '_> {
     fn expect(&mut self, runs: usize) {
         // At most this many multi-node runs: room made at once (room never
         // written costs no memory) rather than by doubling, which copies
         // the list each time below glibc's mmap threshold.
         self.pass.multi.reserve(runs);
+    }
+
+    fn visit(&mut self, row: &db::RunRow) -> Result<()> {
+        let skipped = self.skip_name.is_some() && row.job_name == self.skip_name;
+        if !skipped && row.end <= self.t1 {
+            self.pass.add(row);
+        }
+        Ok(())
+    }
+}
+
+/// Whoever else reads the runs in the attribution's pass, without the
+/// runs it leaves out.
+struct OtherRuns<'a> {
+    each: &'a mut dyn db::RunVisitor,
+    skip_name: Option<&'a str>,
+}
+
+impl db::RunVisitor for OtherRuns<'_> {
+    fn expect(&mut self, runs: usize) {
         self.each.expect(runs);
     }
 
     fn visit(&mut self, row: &db::RunRow) -> Result<()> {
         if self.skip_name.is_some() && row.job_name == self.skip_name {
             return Ok(());
-        }
-        if row.end <= self.t1 {
-            self.pass.add(row);
         }
         self.each.visit(row)
     }
@@ -722,18 +730,37 @@ pub fn attribute_range_with(
     since: &(dyn Fn(i64) -> i64 + Sync),
     each: &mut dyn db::RunVisitor,
 ) -> Result<Window> {
+    window(conn, (t0, t1), read_until, p, since, Some(each))
+}
+
+/// [`attribute_range_with`], where `each` may be none.
+fn window(
+    conn: &Connection,
+    (t0, t1): (i64, i64),
+    read_until: i64,
+    p: &AttributionParams,
+    since: &(dyn Fn(i64) -> i64 + Sync),
+    each: Option<&mut dyn db::RunVisitor>,
+) -> Result<Window> {
     let mut pass = WindowPass::new(conn, t0, since)?;
-    db::scan_runs(
-        conn,
-        t0,
-        read_until.max(t1),
-        &mut Both {
-            pass: &mut pass,
-            t1,
-            each,
-            skip_name: p.own_job_name.as_deref(),
-        },
-    )?;
+    let skip_name = p.own_job_name.as_deref();
+    let mut ours = WindowRuns {
+        pass: &mut pass,
+        t1,
+        skip_name,
+    };
+    match each {
+        // The two sides of the pass on two threads (a month of runs is
+        // tenths of a second of each), from one read of the runs.
+        Some(each) => db::scan_runs_twice(
+            conn,
+            t0,
+            read_until.max(t1),
+            &mut OtherRuns { each, skip_name },
+            &mut ours,
+        )?,
+        None => db::scan_runs(conn, t0, t1, &mut ours)?,
+    }
     // The evidence does not depend on the runs: it is read while another
     // thread counts the multi-node runs (tens of millions of node slots in
     // a month of large jobs), where none of those needs the database.

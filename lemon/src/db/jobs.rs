@@ -107,6 +107,18 @@ pub fn scan_runs(conn: &Connection, t0: i64, t1: i64, each: &mut dyn RunVisitor)
     super::run_blocks::for_each_run(conn, (t0, t1), each)
 }
 
+/// [`scan_runs`] for two visitors that each take every run, in row id
+/// order, from one read of the blocks: `second` on a thread of its own.
+pub fn scan_runs_twice(
+    conn: &Connection,
+    t0: i64,
+    t1: i64,
+    first: &mut dyn RunVisitor,
+    second: &mut (dyn RunVisitor + Send),
+) -> Result<()> {
+    super::run_blocks::for_each_run_twice(conn, (t0, t1), first, second)
+}
+
 /// The nodes of run `job` in `job_nodes`, ascending: for rows stored
 /// without `jobs.node_ids`.
 pub fn job_nodes_of(conn: &Connection, job: i64) -> Result<Vec<i64>> {

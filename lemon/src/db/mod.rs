@@ -20,8 +20,8 @@ pub mod validations;
 
 pub use decisions::{active_lemons, releases};
 pub use jobs::{
-    job_nodes_of, pack_node_ids, scan_runs, unpack_node_ids, NewRun, RunInserter, RunRow,
-    RunVisitor,
+    job_nodes_of, pack_node_ids, scan_runs, scan_runs_twice, unpack_node_ids, NewRun, RunInserter,
+    RunRow, RunVisitor,
 };
 
 use crate::error::Result;

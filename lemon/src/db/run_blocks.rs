@@ -23,6 +23,7 @@ use super::jobs::{read_row, RunRow, RunVisitor, SELECT_RUNS};
 use crate::error::Result;
 use crate::fast_hash::FastMap;
 use lemonade_sql::rusqlite::{params, Connection};
+use std::sync::Arc;
 
 /// Row ids per block: `block = id >> BLOCK_SHIFT` (as in the triggers).
 pub const BLOCK_SHIFT: u32 = 10;
@@ -85,16 +86,19 @@ fn bounds(block: i64) -> (i64, i64) {
     (block << BLOCK_SHIFT, (block + 1) << BLOCK_SHIFT)
 }
 
-/// Hands every run with an end in `(t0, t1]` to `each`, in row id order:
-/// from its block where that is packed, else from its row. Reads in one
-/// transaction where the caller holds none, so that blocks and rows come
-/// from one snapshot.
-pub(super) fn for_each_run(
-    conn: &Connection,
-    (t0, t1): (i64, i64),
-    each: &mut dyn RunVisitor,
-) -> Result<()> {
-    let _snapshot = ReadSnapshot::begin(conn)?;
+/// Where the pass takes one block's runs from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// Its packed copy (its rows where that does not decode).
+    Packed(i64),
+    /// Its rows: the block is stale.
+    Rows(i64),
+}
+
+/// The blocks that hold runs with an end in `(t0, t1]`, in block order,
+/// and how many runs they may hold (a hint: a database whose blocks are
+/// all stale must not reserve room for its whole history).
+fn blocks_to_read(conn: &Connection, (t0, t1): (i64, i64)) -> Result<(Vec<Source>, usize)> {
     let blocks = |sql: &str, args: &[i64]| -> Result<Vec<i64>> {
         let mut stmt = conn.prepare_cached(sql)?;
         let blocks = stmt
@@ -107,20 +111,12 @@ pub(super) fn for_each_run(
         &[t0, t1],
     )?;
     let stale = blocks("SELECT block FROM run_blocks_stale ORDER BY block", &[])?;
-    // A hint: a database whose blocks are all stale must not reserve room
-    // for its whole history.
-    each.expect((packed.len() + stale.len().min(64)) << BLOCK_SHIFT);
-    let mut visit = |run: &RunRow| -> Result<()> {
-        if run.end > t0 && run.end <= t1 {
-            each.visit(run)?;
-        }
-        Ok(())
-    };
-    let mut data = conn.prepare_cached("SELECT data FROM run_blocks WHERE block = ?1")?;
+    let hint = (packed.len() + stale.len().min(64)) << BLOCK_SHIFT;
+    let mut sources = Vec::with_capacity(packed.len() + stale.len());
     let (mut packed, mut stale) = (packed.into_iter().peekable(), stale.into_iter().peekable());
     loop {
         let from_rows = match (packed.peek(), stale.peek()) {
-            (None, None) => return Ok(()),
+            (None, None) => return Ok((sources, hint)),
             (Some(p), Some(s)) => s <= p,
             (p, _) => p.is_none(),
         };
@@ -128,20 +124,138 @@ pub(super) fn for_each_run(
             let block = stale.next().unwrap_or_default();
             // A block both packed and stale (never left so) is read from its rows.
             packed.next_if_eq(&block);
-            rows_of(conn, block, &mut visit)?;
-            continue;
-        }
-        let block = packed.next().unwrap_or_default();
-        let mut rows = data.query([block])?;
-        let runs = match rows.next()? {
-            Some(r) => unpack(r.get_ref(0)?.as_blob().unwrap_or_default()),
-            None => None,
-        };
-        match runs {
-            Some(runs) => runs.iter().try_for_each(&mut visit)?,
-            None => rows_of(conn, block, &mut visit)?,
+            sources.push(Source::Rows(block));
+        } else {
+            sources.push(Source::Packed(packed.next().unwrap_or_default()));
         }
     }
+}
+
+/// Hands every run with an end in `(t0, t1]` to `each`, in row id order:
+/// from its block where that is packed, else from its row. Reads in one
+/// transaction where the caller holds none, so that blocks and rows come
+/// from one snapshot.
+pub(super) fn for_each_run(
+    conn: &Connection,
+    (t0, t1): (i64, i64),
+    each: &mut dyn RunVisitor,
+) -> Result<()> {
+    let _snapshot = ReadSnapshot::begin(conn)?;
+    let (sources, hint) = blocks_to_read(conn, (t0, t1))?;
+    each.expect(hint);
+    let mut visit = |run: &RunRow| -> Result<()> {
+        if run.end > t0 && run.end <= t1 {
+            each.visit(run)?;
+        }
+        Ok(())
+    };
+    let mut data = conn.prepare_cached("SELECT data FROM run_blocks WHERE block = ?1")?;
+    for source in sources {
+        let block = match source {
+            Source::Rows(block) => block,
+            Source::Packed(block) => {
+                let mut rows = data.query([block])?;
+                let runs = match rows.next()? {
+                    Some(r) => r.get_ref(0)?.as_blob().ok().and_then(unpack),
+                    None => None,
+                };
+                if let Some(runs) = runs {
+                    runs.iter().try_for_each(&mut visit)?;
+                    continue;
+                }
+                block
+            }
+        };
+        rows_of(conn, block, &mut visit)?;
+    }
+    Ok(())
+}
+
+/// Blocks read ahead of the second visitor of [`for_each_run_twice`].
+const QUEUED_BLOCKS: usize = 16;
+
+/// [`for_each_run`] for two visitors at once, each taking every run in
+/// row id order: `second` on a thread of its own, which decodes its own
+/// copy of each block, while this thread reads the blocks (one snapshot)
+/// and hands them to `first`. A block read from its rows is packed here
+/// first, so both take the very same runs.
+pub(super) fn for_each_run_twice(
+    conn: &Connection,
+    (t0, t1): (i64, i64),
+    first: &mut dyn RunVisitor,
+    second: &mut (dyn RunVisitor + Send),
+) -> Result<()> {
+    let _snapshot = ReadSnapshot::begin(conn)?;
+    let (sources, hint) = blocks_to_read(conn, (t0, t1))?;
+    first.expect(hint);
+    second.expect(hint);
+    let in_window = move |run: &&RunRow| run.end > t0 && run.end <= t1;
+    let (blocks, queued) = std::sync::mpsc::sync_channel::<Arc<[u8]>>(QUEUED_BLOCKS);
+    std::thread::scope(|s| {
+        let theirs = s.spawn(move || -> Result<()> {
+            for data in queued {
+                let runs = unpack(&data).ok_or_else(undecodable)?;
+                runs.iter()
+                    .filter(in_window)
+                    .try_for_each(|r| second.visit(r))?;
+            }
+            Ok(())
+        });
+        let mine = (|| -> Result<()> {
+            let mut data = conn.prepare_cached("SELECT data FROM run_blocks WHERE block = ?1")?;
+            for source in sources {
+                let mut visit = |block: Arc<[u8]>, runs: Vec<RunRow>| -> Result<bool> {
+                    if blocks.send(block).is_err() {
+                        // The other visitor failed: its error is the one to tell.
+                        return Ok(false);
+                    }
+                    runs.iter()
+                        .filter(in_window)
+                        .try_for_each(|r| first.visit(r))?;
+                    Ok(true)
+                };
+                let block = match source {
+                    Source::Rows(block) => block,
+                    Source::Packed(block) => {
+                        let mut rows = data.query([block])?;
+                        let blob = match rows.next()? {
+                            Some(r) => r.get_ref(0)?.as_blob().ok(),
+                            None => None,
+                        };
+                        if let Some((blob, runs)) = blob.and_then(|b| Some((b, unpack(b)?))) {
+                            if !visit(Arc::from(blob), runs)? {
+                                return Ok(());
+                            }
+                            continue;
+                        }
+                        block
+                    }
+                };
+                let Some((_, _, packed)) = pack_rows(conn, block)? else {
+                    continue;
+                };
+                let packed: Arc<[u8]> = packed.into();
+                let runs = unpack(&packed).ok_or_else(undecodable)?;
+                if !visit(packed.clone(), runs)? {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        })();
+        drop(blocks);
+        let theirs = theirs
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        theirs.and(mine)
+    })
+}
+
+/// A block this code packed that does not decode: a defect, never data.
+fn undecodable() -> crate::error::LemonError {
+    crate::error::LemonError::Usage(
+        "a packed block of runs did not decode again (a defect in lemon: please report it)"
+            .to_string(),
+    )
 }
 
 /// Hands the rows of `block` to `visit`, read from `jobs` itself.
@@ -597,6 +711,71 @@ mod tests {
         let mark = &migration[migration.rfind("INSERT OR IGNORE").unwrap()..];
         conn.execute_batch(mark).unwrap();
         assert_eq!(refresh(&conn).unwrap(), 2);
+    }
+
+    /// Both visitors of a two-visitor scan, as owned values.
+    fn scan_twice(conn: &Connection, t0: i64, t1: i64) -> (Vec<String>, Vec<String>) {
+        let (mut first, mut second) = (Collect::default(), Collect::default());
+        crate::db::scan_runs_twice(conn, t0, t1, &mut first, &mut second).unwrap();
+        (first.0, second.0)
+    }
+
+    #[test]
+    fn two_visitors_each_take_what_one_visitor_takes_from_packed_stale_and_broken_blocks() {
+        let (_dir, conn) = db();
+        insert_messy_rows(&conn, (1..5000).chain([1 << 20]));
+        let windows = [(-1, 10_000), (1000, 3000), (4998, 4999)];
+        let from_rows: Vec<Vec<String>> = windows.iter().map(|w| scan(&conn, w.0, w.1)).collect();
+        let check = |state: &str| {
+            for (w, rows) in windows.iter().zip(&from_rows) {
+                let (first, second) = scan_twice(&conn, w.0, w.1);
+                assert_eq!(&first, rows, "first visitor, {state}, window {w:?}");
+                assert_eq!(&second, rows, "second visitor, {state}, window {w:?}");
+            }
+        };
+        check("every block stale");
+        refresh(&conn).unwrap();
+        check("every block packed");
+        conn.execute("UPDATE run_blocks SET data = x'0205' WHERE block = 1", [])
+            .unwrap();
+        conn.execute("UPDATE jobs SET state = state WHERE id = 3000", [])
+            .unwrap();
+        check("one block undecodable, one stale");
+    }
+
+    /// Takes runs until the `fail_at`th, then fails.
+    struct FailAt(usize);
+
+    impl RunVisitor for FailAt {
+        fn visit(&mut self, _: &RunRow) -> Result<()> {
+            self.0 = self.0.checked_sub(1).ok_or_else(|| {
+                crate::error::LemonError::Usage("the visitor gave up".to_string())
+            })?;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_two_visitor_scan_ends_with_the_error_of_whichever_visitor_failed() {
+        let (_dir, conn) = db();
+        insert_messy_rows(&conn, 1..5000);
+        refresh(&conn).unwrap();
+        for at in [0, 10, 3000] {
+            let mut all = Collect::default();
+            let failed = crate::db::scan_runs_twice(&conn, -1, 10_000, &mut all, &mut FailAt(at));
+            assert!(
+                failed.unwrap_err().to_string().contains("gave up"),
+                "second fails at {at}"
+            );
+            let failed = crate::db::scan_runs_twice(&conn, -1, 10_000, &mut FailAt(at), &mut all);
+            assert!(
+                failed.unwrap_err().to_string().contains("gave up"),
+                "first fails at {at}"
+            );
+        }
+        // The snapshot was ended either way: a writer is not kept out.
+        conn.execute("DELETE FROM jobs WHERE id = 1", []).unwrap();
+        assert!(conn.is_autocommit());
     }
 
     proptest! {
