@@ -22,7 +22,7 @@
 use super::jobs::{read_row, RunRow, RunVisitor, SELECT_RUNS};
 use crate::error::Result;
 use crate::fast_hash::FastMap;
-use lemonade_sql::rusqlite::{params, Connection};
+use lemonade_sql::rusqlite::{params, Connection, Statement};
 use std::sync::Arc;
 
 /// Row ids per block: `block = id >> BLOCK_SHIFT` (as in the triggers).
@@ -154,13 +154,10 @@ pub(super) fn for_each_run(
         let block = match source {
             Source::Rows(block) => block,
             Source::Packed(block) => {
-                let mut rows = data.query([block])?;
-                let runs = match rows.next()? {
-                    Some(r) => r.get_ref(0)?.as_blob().ok().and_then(unpack),
-                    None => None,
-                };
-                if let Some(runs) = runs {
-                    runs.iter().try_for_each(&mut visit)?;
+                let read = read_packed(&mut data, block, |_, runs| {
+                    runs.iter().try_for_each(&mut visit)
+                })?;
+                if read.is_some() {
                     continue;
                 }
                 block
@@ -169,6 +166,25 @@ pub(super) fn for_each_run(
         rows_of(conn, block, &mut visit)?;
     }
     Ok(())
+}
+
+/// Hands the packed copy of `block` and its runs to `with`; `None`, without
+/// a call, where the block is gone or does not decode (its rows are then
+/// the ones to read).
+fn read_packed<T>(
+    data: &mut Statement,
+    block: i64,
+    with: impl FnOnce(&[u8], Vec<RunRow>) -> Result<T>,
+) -> Result<Option<T>> {
+    let mut rows = data.query([block])?;
+    let Some(row) = rows.next()? else {
+        return Ok(None);
+    };
+    let blob = row.get_ref(0)?.as_blob().unwrap_or_default();
+    match unpack(blob) {
+        Some(runs) => with(blob, runs).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Blocks read ahead of the second visitor of [`for_each_run_twice`].
@@ -217,18 +233,13 @@ pub(super) fn for_each_run_twice(
                 let block = match source {
                     Source::Rows(block) => block,
                     Source::Packed(block) => {
-                        let mut rows = data.query([block])?;
-                        let blob = match rows.next()? {
-                            Some(r) => r.get_ref(0)?.as_blob().ok(),
-                            None => None,
-                        };
-                        if let Some((blob, runs)) = blob.and_then(|b| Some((b, unpack(b)?))) {
-                            if !visit(Arc::from(blob), runs)? {
-                                return Ok(());
-                            }
-                            continue;
+                        match read_packed(&mut data, block, |blob, runs| {
+                            visit(Arc::from(blob), runs)
+                        })? {
+                            Some(false) => return Ok(()),
+                            Some(true) => continue,
+                            None => block,
                         }
-                        block
                     }
                 };
                 let Some((_, _, packed)) = pack_rows(conn, block)? else {
