@@ -103,16 +103,19 @@ pub fn parse_time(s: &str) -> Result<DateTime<Utc>, ReliabilityError> {
         .map_err(|_| bad())
 }
 
-/// The range of `args`: `--until` (default `now`) and `--since` (default
-/// `default_days` before it).
+/// The range of `args`: `--until` (default: the end of the current second)
+/// and `--since` (default `default_days` before it).
 pub fn range_of(
     args: &ReliabilityArgs,
     now: i64,
     default_days: u32,
 ) -> Result<TimeRange, ReliabilityError> {
+    // Ranges are half-open and records carry whole seconds: ending at `now`
+    // itself would leave out what was recorded earlier in this same second
+    // (a repair applied just before the report ran).
     let until = match &args.until {
         Some(s) => parse_time(s)?,
-        None => DateTime::from_timestamp(now, 0).unwrap_or_default(),
+        None => DateTime::from_timestamp(now + 1, 0).unwrap_or_default(),
     };
     let since = match &args.since {
         Some(s) => parse_time(s)?,
