@@ -195,7 +195,8 @@ fn run_cmd(ctx: &App, args: &RunArgs) -> Result<u8> {
         until,
         report::decisions(&conn, REPORT_DECISIONS)?,
     )
-    .with_firmware(&conn)?;
+    .with_firmware(&conn)?
+    .with_node_breaker_holds(&conn)?;
     rep.ingest = Some(&ing);
     rep.actions = Some(&acted);
     rep.validation_step = validation.as_ref();
@@ -273,6 +274,7 @@ fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
         )
         .with_firmware(&conn)?
         .with_watch_detections(&conn)?
+        .with_node_breaker_holds(&conn)?
         .with_drift(&conn)?
         .with_validations(&conn, &ctx.cfg.validate)?
         .render(args.format)
