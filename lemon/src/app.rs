@@ -324,7 +324,7 @@ fn watch_cmd(ctx: &App, args: &WatchArgs) -> Result<u8> {
 
 /// `lemon validate judge`: exit 0 when no node fails, 1 when some does
 /// (the verdicts are the output, as new lemons are `lemon run`'s), 3 when
-/// none fails but some metric could not be judged at all.
+/// none fails but some metric or some node's result could not be judged.
 fn validate_cmd(ctx: &App, command: ValidateCommand) -> Result<u8> {
     let ValidateCommand::Judge(args) = command;
     let judgement = crate::validate::judge::judge_file(&args.results, &ctx.cfg.validate)?;

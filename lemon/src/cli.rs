@@ -73,7 +73,8 @@ pub enum ValidateCommand {
     /// Judge each node's latest results in a CSV file (or SuperBench's results-summary.jsonl)
     /// against the criteria learned from the same file, every node against the others of its
     /// SKU. Exit codes: 0 no node fails, 1 some node fails, 2 bad usage or a bad file (its
-    /// line named), 3 no node fails but some metric could not be judged.
+    /// line named), 3 no node fails but some metric, or some node's result of it, could not be
+    /// judged.
     Judge(JudgeArgs),
 }
 

@@ -206,7 +206,8 @@ fn lemon_judge(dir: &Path, args: &[&str]) -> Output {
 }
 
 #[test]
-fn the_binary_exits_1_with_the_failing_nodes_in_json_and_0_when_none_fails() {
+fn the_binary_exits_1_with_the_failing_nodes_in_json_and_3_when_none_fails_but_a_result_is_missing()
+{
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("results.csv");
     let (text, bad) = fleet(42, true);
@@ -231,10 +232,13 @@ fn the_binary_exits_1_with_the_failing_nodes_in_json_and_0_when_none_fails() {
         "judging needs no database"
     );
 
+    // No node fails, but one node has no gflops.gpu1: that node was not
+    // judged on it, which is no pass (exit 3, issue 48).
     std::fs::write(&path, fleet(42, false).0).unwrap();
     let out = lemon_judge(dir.path(), &["--results", path.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("NOT JUDGED"), "{stdout}");
     assert!(
         stdout.starts_with("0 of 70 nodes fail (2 SKUs,"),
         "{stdout}"

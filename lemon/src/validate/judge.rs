@@ -81,10 +81,12 @@ impl Judgement {
         !self.failing.is_empty()
     }
 
-    /// Whether some SKU's metric was judged by nothing at all (too few
-    /// results and no static floor): no verdict is no pass.
+    /// Whether something was judged by nothing at all: a SKU's metric with
+    /// too few results and no static floor, or a node without a result its
+    /// peers have (a benchmark that did not run or print). No verdict is no
+    /// pass.
     pub fn any_unjudged(&self) -> bool {
-        self.below_min.iter().any(|b| !b.static_floor)
+        self.below_min.iter().any(|b| !b.static_floor) || !self.missing.is_empty()
     }
 }
 
@@ -399,8 +401,8 @@ pub fn render(j: &Judgement, json: bool) -> String {
         );
     }
     if j.any_unjudged() {
-        out += "NOT JUDGED: some metrics have neither enough results nor a static floor \
-                (above): no verdict is no pass\n";
+        out += "NOT JUDGED: a metric with neither enough results nor a static floor, or a \
+                node without a result (notes above): no verdict is no pass\n";
     }
     out
 }
