@@ -169,9 +169,19 @@ pub struct PolicySettings {
     pub clean_runs_to_resume: u32,
     /// Checks whose findings clear by themselves (a mount coming back).
     pub auto_resume_checks: Vec<String>,
-    /// Fleet breaker: do not act when more than this fraction of the partition
-    /// already carries an `hc:` reason with the same code.
+    /// Fleet breaker: do not act when more than this fraction of the
+    /// partition took an `hc:` reason with the same code within
+    /// `fleet_breaker_window_s`, and at least `fleet_breaker_min_nodes` did.
     pub fleet_breaker_fraction: f64,
+    /// Fleet breaker: only reasons set this many seconds ago or less count
+    /// (Slurm's reason time, `sinfo %H`). The breaker is for a bad config
+    /// pushed to every node, a burst; nodes waiting days for repair are a
+    /// backlog and must not keep the next broken node in service.
+    pub fleet_breaker_window_s: u64,
+    /// Fleet breaker: the fewest other nodes with the same recent code that
+    /// can hold it, whatever the fraction: in a small partition one node
+    /// awaiting repair is already over 10%.
+    pub fleet_breaker_min_nodes: usize,
     /// How `down` takes the node out: `down` (State=DOWN, jobs requeued by
     /// slurmctld) or `drain-requeue` (DRAIN, then `scontrol requeue` of its jobs).
     pub down_action: DownAction,
@@ -325,6 +335,8 @@ impl Default for PolicySettings {
             clean_runs_to_resume: 2,
             auto_resume_checks: vec!["mounts".to_string()],
             fleet_breaker_fraction: 0.10,
+            fleet_breaker_window_s: 900,
+            fleet_breaker_min_nodes: 3,
             down_action: DownAction::Down,
             confirm_runs: BTreeMap::from([
                 ("ib".to_string(), ConfirmRuns { runs: 2, of: 3 }),

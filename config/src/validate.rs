@@ -211,6 +211,10 @@ impl Default for ValidateSettings {
                 "faulty.*",
                 "errors.*",
                 "runtime_error",
+                // SuperBench's `<benchmark>/return_code`: 0 when it ran.
+                "return_code",
+                "*/return_code",
+                "*:return_code",
             ]),
             floor: Vec::new(),
             budget_fraction: 0.02,

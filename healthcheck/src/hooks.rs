@@ -37,6 +37,10 @@ pub struct HookEvent {
     pub causes: Vec<Cause>,
     /// Jobs running on the node as its prolog and epilog recorded them.
     pub job_ids: Vec<String>,
+    /// What the attempt said: for a refusal by the fleet breaker, how many
+    /// nodes took the same code how recently, which is what a site on call
+    /// needs to tell a pushed config from a real fault.
+    pub detail: String,
 }
 
 impl HookEvent {
@@ -72,6 +76,7 @@ impl HookEvent {
                 .map(|f| f.action.to_string()),
             causes: change.causes.clone(),
             job_ids: job_ids.to_vec(),
+            detail: change.detail.clone(),
         }
     }
 }
@@ -147,6 +152,7 @@ mod tests {
                 pci: None,
             }],
             job_ids: vec!["42".into()],
+            detail: String::new(),
         }
     }
 

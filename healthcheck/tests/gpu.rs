@@ -928,3 +928,13 @@ fn healthcheck_list_shows_the_resolved_gpu_count() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("\"expected_count\":8"), "{text}");
 }
+
+#[test]
+fn a_fresh_l2_error_on_a_volta_gpu_without_an_sram_location_is_down_on_the_first_run() {
+    // The node's first run: no baseline, so only the volatile total can say
+    // the error is fresh (issue 48).
+    let node = Node::new("");
+    let report = node.run("ecc-volatile-l2-volta", "ecc");
+    report.assert_fault("ECC_VOLATILE_UNCORRECTED", Severity::Down, "gpu2");
+    assert_eq!(report.exit_code, Severity::Down.exit_code());
+}

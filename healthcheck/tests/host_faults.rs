@@ -137,3 +137,20 @@ fn a_crash_log_in_pstore_is_reported_once_with_its_panic() {
         )]
     );
 }
+
+#[test]
+fn a_pci_bus_that_cannot_be_read_leaves_the_module_check_unknown_not_passed() {
+    let node = fixture::node("healthy");
+    let pci = node.root().join("sys/bus/pci/devices");
+    std::fs::remove_dir_all(&pci).unwrap();
+    std::fs::write(&pci, "not a directory").unwrap();
+    let mut config = config();
+    config.checks.gpu.expected_count = lemonade_config::GpuCount::Auto;
+    let ctx = CheckContext::standalone(
+        node.root(),
+        config,
+        chrono::DateTime::from_timestamp(T0, 0).unwrap(),
+    );
+    let out = check("modules").run(&ctx);
+    assert!(out.is_err(), "{:?}", out.map(|o| o.findings));
+}

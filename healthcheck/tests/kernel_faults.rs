@@ -154,6 +154,9 @@ fn every_text_form_of_the_kernel_log_gives_the_same_findings() {
         ("dmesg.txt", "/var/log/dmesg"),
         ("dmesg-T.txt", "/var/log/dmesg"),
         ("dmesg-iso.txt", "/var/log/dmesg"),
+        ("dmesg-x.txt", "/var/log/dmesg"),
+        ("dmesg-x-T.txt", "/var/log/dmesg"),
+        ("dmesg-x-iso.txt", "/var/log/dmesg"),
         ("journalctl-k-short-iso.txt", "/var/log/kernel.log"),
     ] {
         let (node, config) = form_node(fault, file);
@@ -262,4 +265,21 @@ fn a_log_file_whose_clock_starts_over_counts_only_the_last_boot() {
     );
     let codes: Vec<_> = out.events.iter().map(|e| e.code.as_str()).collect();
     assert_eq!(codes, ["SXID_20034"]);
+}
+
+#[test]
+fn a_dmesg_decode_log_in_each_time_format_reads_every_line_and_finds_the_xid() {
+    for sample in ["dmesg-x-iso.txt", "dmesg-x-T.txt"] {
+        let (node, config) = form_node(sample, "/var/log/dmesg");
+        let out = run(&node, config, None);
+        let found = problems(&out.findings);
+        assert!(
+            !found.iter().any(|(_, code, _)| code == "KMSG_MALFORMED"),
+            "{sample}: {found:?}"
+        );
+        assert!(
+            found.contains(&p("gpu3", "XID_79", Severity::Down)),
+            "{sample}: {found:?}"
+        );
+    }
 }

@@ -30,6 +30,9 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_NEW_LEMONS: u8 = 1;
 /// Exit code: error, stale or failed ingest, circuit breaker tripped.
 pub const EXIT_ERROR: u8 = 2;
+/// Exit code of `lemon validate judge`: no node fails, but some metric was
+/// judged by nothing (too few results, no static floor).
+pub const EXIT_NOT_JUDGED: u8 = 3;
 
 /// Decisions shown by reports.
 const REPORT_DECISIONS: usize = 50;
@@ -192,7 +195,8 @@ fn run_cmd(ctx: &App, args: &RunArgs) -> Result<u8> {
         until,
         report::decisions(&conn, REPORT_DECISIONS)?,
     )
-    .with_firmware(&conn)?;
+    .with_firmware(&conn)?
+    .with_node_breaker_holds(&conn)?;
     rep.ingest = Some(&ing);
     rep.actions = Some(&acted);
     rep.validation_step = validation.as_ref();
@@ -270,6 +274,7 @@ fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
         )
         .with_firmware(&conn)?
         .with_watch_detections(&conn)?
+        .with_node_breaker_holds(&conn)?
         .with_drift(&conn)?
         .with_validations(&conn, &ctx.cfg.validate)?
         .render(args.format)
@@ -318,7 +323,8 @@ fn watch_cmd(ctx: &App, args: &WatchArgs) -> Result<u8> {
 }
 
 /// `lemon validate judge`: exit 0 when no node fails, 1 when some does
-/// (the verdicts are the output, as new lemons are `lemon run`'s).
+/// (the verdicts are the output, as new lemons are `lemon run`'s), 3 when
+/// none fails but some metric or some node's result could not be judged.
 fn validate_cmd(ctx: &App, command: ValidateCommand) -> Result<u8> {
     let ValidateCommand::Judge(args) = command;
     let judgement = crate::validate::judge::judge_file(&args.results, &ctx.cfg.validate)?;
@@ -328,6 +334,8 @@ fn validate_cmd(ctx: &App, command: ValidateCommand) -> Result<u8> {
     );
     Ok(if judgement.any_failing() {
         EXIT_NEW_LEMONS
+    } else if judgement.any_unjudged() {
+        EXIT_NOT_JUDGED
     } else {
         EXIT_OK
     })

@@ -70,16 +70,20 @@ pub enum Command {
 
 #[derive(Debug, Subcommand, Clone)]
 pub enum ValidateCommand {
-    /// Judge each node's latest results in a CSV file against the criteria learned from the
-    /// same file, every node against the others of its SKU. Exit codes: 0 no node fails,
-    /// 1 some node fails, 2 bad usage or a bad file (its line named).
+    /// Judge each node's latest results in a CSV file (or SuperBench's results-summary.jsonl)
+    /// against the criteria learned from the same file, every node against the others of its
+    /// SKU. Exit codes: 0 no node fails, 1 some node fails, 2 bad usage or a bad file (its
+    /// line named), 3 no node fails but some metric, or some node's result of it, could not be
+    /// judged.
     Judge(JudgeArgs),
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct JudgeArgs {
     /// Results: a CSV file with the header `node,sku,time,metric,value` (time as unix
-    /// seconds or `YYYY-MM-DDTHH:MM:SS` UTC). Not a symlink; at most 64 MiB.
+    /// seconds or `YYYY-MM-DDTHH:MM:SS` UTC), or SuperBench's results summary (JSON Lines,
+    /// one object of `benchmark/metric` -> value per node, with `node`). Not a symlink; at
+    /// most 64 MiB.
     #[arg(long, value_name = "FILE")]
     pub results: PathBuf,
     /// `json`: stdout carries one object (failing nodes with their bands, notes).

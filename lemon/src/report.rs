@@ -59,6 +59,11 @@ pub struct Report<'a> {
     pub firmware: BTreeMap<String, Vec<Version>>,
     /// `lemon watch --live`'s newest detections (issue 33).
     pub watch_detections: Vec<db::detections::DetectionRow>,
+    /// Take-outs the nodes' fleet breaker refused within the window, as
+    /// their spool export told (issue 48): a node left in service with a
+    /// fault is news for the administrator, not only for slurmd's log.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_breaker_holds: Vec<BreakerHold>,
     /// The nodes whose versions differ from their SKU's (issue 34).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::DriftReport>,
@@ -107,6 +112,7 @@ impl<'a> Report<'a> {
             decisions,
             firmware: BTreeMap::new(),
             watch_detections: Vec::new(),
+            node_breaker_holds: Vec::new(),
             drift: None,
             validation_step: None,
             validations: None,
@@ -138,6 +144,26 @@ impl<'a> Report<'a> {
     pub fn with_watch_detections(mut self, conn: &Connection) -> Result<Self> {
         self.watch_detections =
             db::detections::recent(conn, crate::watch::report::REPORT_DETECTIONS)?;
+        Ok(self)
+    }
+
+    /// Adds the take-outs the nodes' fleet breaker refused within the
+    /// window, from the state changes the spool export brought to `conn`.
+    pub fn with_node_breaker_holds(mut self, conn: &Connection) -> Result<Self> {
+        let since = self.generated_at - i64::from(self.window_days) * 86_400;
+        let rows = db::reliability::state_changes(conn, since, self.generated_at + 1)?;
+        self.node_breaker_holds = rows
+            .into_iter()
+            .filter_map(|r| {
+                let action = r.code?.strip_suffix(" (breaker)")?.to_string();
+                Some(BreakerHold {
+                    node: r.node,
+                    at: r.at,
+                    action,
+                    reason: r.detail.unwrap_or_default(),
+                })
+            })
+            .collect();
         Ok(self)
     }
 
@@ -186,6 +212,9 @@ impl<'a> Report<'a> {
         let mut sections = vec![self.flagged_section(), self.nodes_section()];
         sections.extend(self.actions.map(actions_section));
         sections.extend((self.validation_step).map(crate::validate::report::step_section));
+        if !self.node_breaker_holds.is_empty() {
+            sections.push(breaker_section(&self.node_breaker_holds));
+        }
         sections.push(self.history_section());
         if !self.watch_detections.is_empty() {
             sections.push(crate::watch::report::section(&self.watch_detections));
@@ -330,6 +359,43 @@ impl<'a> Report<'a> {
             format!("improbable: a Poisson tail below {}", p_text(self.p_cutoff))
         }
     }
+}
+
+/// One take-out a node's fleet breaker refused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BreakerHold {
+    pub node: String,
+    pub at: i64,
+    /// `drain` or `down`.
+    pub action: String,
+    /// The reason it would have set (`hc: ECC_VOLATILE_UNCORRECTED gpu5`).
+    pub reason: String,
+}
+
+/// The nodes the fleet breaker left in service, one line each: each still
+/// has the fault its reason names, unless a later run cleared it.
+fn breaker_section(holds: &[BreakerHold]) -> Section<'static> {
+    let mut s = Section::new(format!(
+        "Held by the fleet breaker on the nodes ({})",
+        holds.len()
+    ));
+    s.push(Paragraph::plain(
+        "A burst of take-outs with one code made these nodes leave their fault in service: \
+         check the config that was pushed, or take them out by hand.",
+    ));
+    let items: Vec<Item> = holds
+        .iter()
+        .map(|h| {
+            Item::text(format!(
+                "FLEET BREAKER {}: {} not set `{}` ({})",
+                db::fmt_time(h.at),
+                h.node,
+                h.reason,
+                h.action
+            ))
+        })
+        .collect();
+    s.with(Block::List(items))
 }
 
 /// What was done: a refusal, the breaker, and each node's outcome with

@@ -437,3 +437,61 @@ fn an_ingest_larger_than_the_log_limit_leaves_the_log_short() {
         "the ingest wrote {database} bytes, more than the log may hold"
     );
 }
+
+#[test]
+fn a_take_out_the_nodes_fleet_breaker_refused_is_a_line_of_the_report() {
+    use lemonade_spool::{Body, Record};
+    let c = Cluster::new("");
+    let spool = c.path("spool");
+    let node = &c.truth.node_names[0];
+    let change = |seq: u64, at: i64, action: &str| Record {
+        seq,
+        epoch: "e1".into(),
+        node: node.clone(),
+        at,
+        body: Body::StateChange {
+            action: action.into(),
+            reason: "hc: ECC_VOLATILE_UNCORRECTED gpu5".into(),
+        },
+    };
+    let t = c.truth.end - 3_600;
+    // Applied take-outs are not news here; the refused one is.
+    let records = [
+        change(1, t - 60, "drain (applied)"),
+        change(2, t, "down (breaker)"),
+    ];
+    lemonade_spool::write(&spool, node, &records, 1 << 20).unwrap();
+    let (file, events) = (c.path("sacct.txt"), c.path("events.txt"));
+    let ingest = c.lemon(&[
+        "--now",
+        &c.now(),
+        "ingest",
+        "--no-slurm",
+        "--sacct-file",
+        file.to_str().unwrap(),
+        "--events-file",
+        events.to_str().unwrap(),
+        "--spool-dir",
+        spool.to_str().unwrap(),
+    ]);
+    assert_eq!(ingest.status.code(), Some(0), "{}", text(&ingest));
+    let report = c.lemon(&["--now", &c.now(), "report"]);
+    let out = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        out.contains("Held by the fleet breaker on the nodes (1)"),
+        "{out}"
+    );
+    let line = out
+        .lines()
+        .find(|l| l.contains("FLEET BREAKER"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains(&format!(
+            "{node} not set `hc: ECC_VOLATILE_UNCORRECTED gpu5` (down)"
+        )),
+        "{line}"
+    );
+    let json = c.lemon(&["--now", &c.now(), "report", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["node_breaker_holds"][0]["action"], "down");
+}

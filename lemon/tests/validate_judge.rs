@@ -206,7 +206,8 @@ fn lemon_judge(dir: &Path, args: &[&str]) -> Output {
 }
 
 #[test]
-fn the_binary_exits_1_with_the_failing_nodes_in_json_and_0_when_none_fails() {
+fn the_binary_exits_1_with_the_failing_nodes_in_json_and_3_when_none_fails_but_a_result_is_missing()
+{
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("results.csv");
     let (text, bad) = fleet(42, true);
@@ -231,10 +232,13 @@ fn the_binary_exits_1_with_the_failing_nodes_in_json_and_0_when_none_fails() {
         "judging needs no database"
     );
 
+    // No node fails, but one node has no gflops.gpu1: that node was not
+    // judged on it, which is no pass (exit 3, issue 48).
     std::fs::write(&path, fleet(42, false).0).unwrap();
     let out = lemon_judge(dir.path(), &["--results", path.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("NOT JUDGED"), "{stdout}");
     assert!(
         stdout.starts_with("0 of 70 nodes fail (2 SKUs,"),
         "{stdout}"
@@ -268,4 +272,110 @@ fn a_bad_row_or_a_symlink_exits_2_naming_the_file_and_line_with_nothing_on_stdou
     let out = lemon_judge(dir.path(), &["--results", link.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("link.csv: is a symlink"));
+}
+
+/// The issue's fleet: 64 nodes, four metrics by common names, three nodes
+/// 6-10% slow, each in one of the three names the default patterns did
+/// not know.
+fn common_names_fleet() -> (String, BTreeSet<String>) {
+    let mut rng = Rng(48);
+    let metrics = [
+        ("nccl_allreduce_busbw", 480.0),
+        ("h2d_bandwidth", 26.0),
+        ("gemm_tflops", 700.0),
+        ("ib_write_bw", 48.5),
+    ];
+    let slow = [("gpu007", 0), ("gpu031", 1), ("gpu050", 2)];
+    let mut text = String::from("node,sku,time,metric,value\n");
+    for i in 1..=64 {
+        let node = format!("gpu{i:03}");
+        for (m, (metric, level)) in metrics.iter().enumerate() {
+            let mut v = level * (1.0 + (rng.unit() - 0.5) * 0.02);
+            if slow.contains(&(node.as_str(), m)) {
+                v *= 1.0 - (0.06 + 0.04 * rng.unit());
+            }
+            text += &format!("{node},H100x8,{NOW},{metric},{v:.3}\n");
+        }
+    }
+    let bad = slow.iter().map(|(n, _)| n.to_string()).collect();
+    (text, bad)
+}
+
+#[test]
+fn the_three_nodes_slow_in_metrics_with_common_names_all_fail_and_the_binary_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.csv");
+    let (text, bad) = common_names_fleet();
+    std::fs::write(&path, text).unwrap();
+    let j = judge_file(&path, &ValidateSettings::default()).unwrap();
+    assert_eq!(flagged(&j), bad, "{j:?}");
+    assert!(j.no_direction.is_empty(), "{:?}", j.no_direction);
+    let out = lemon_judge(dir.path(), &["--results", path.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.starts_with("3 of 64 nodes fail"), "{stdout}");
+}
+
+#[test]
+fn superbenchs_results_summary_is_judged_directly_with_its_own_metric_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results-summary.jsonl");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/superbench/results-summary.jsonl");
+    std::fs::copy(&fixture, &path).unwrap();
+    let j = judge_file(&path, &ValidateSettings::default()).unwrap();
+    let failures: BTreeSet<(String, String)> = (j.failing.iter())
+        .flat_map(|n| {
+            n.failures
+                .iter()
+                .map(|f| (n.node.clone(), f.metric.clone()))
+        })
+        .collect();
+    let want: BTreeSet<(String, String)> = [
+        ("node05", "nccl-bw:default/allreduce_8589934592_busbw"),
+        ("node09", "mem-bw/h2d_bw"),
+        ("node11", "kernel-launch/return_code"),
+        ("node13", "gemm-flops/fp16_tc_flops"),
+    ]
+    .iter()
+    .map(|(n, m)| (n.to_string(), m.to_string()))
+    .collect();
+    assert_eq!(failures, want);
+    assert!(j.no_direction.is_empty(), "{:?}", j.no_direction);
+    assert_eq!((j.nodes, j.skus), (16, 1));
+    let out = lemon_judge(dir.path(), &["--results", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_metric_no_node_can_be_judged_by_exits_3_and_says_not_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.csv");
+    let mut text = String::from("node,sku,time,metric,value\n");
+    for i in 0..4 {
+        text += &format!("n{i},s,{NOW},gemm_tflops,{}\n", 700 + i);
+    }
+    std::fs::write(&path, text).unwrap();
+    let out = lemon_judge(dir.path(), &["--results", path.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("NOT JUDGED"), "{stdout}");
+}
+
+#[test]
+fn a_superbench_line_with_a_value_that_is_no_number_exits_2_naming_line_and_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results-summary.jsonl");
+    std::fs::write(
+        &path,
+        "{\"node\": \"a\", \"mem-bw/h2d_bw\": 26.0}\n{\"node\": \"b\", \"mem-bw/h2d_bw\": null}\n",
+    )
+    .unwrap();
+    let out = lemon_judge(dir.path(), &["--results", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("results-summary.jsonl:2: mem-bw/h2d_bw: null is not a finite number"),
+        "{stderr}"
+    );
 }

@@ -431,8 +431,9 @@ fn dry_run_prints_the_scontrol_argv_and_the_fleet_breaker_stands_down() {
         "{state} {reason}"
     );
 
-    // Fleet breaker: another node already carries our reason with the same
-    // code; above 10 % of the partition, nothing is set and the alarm is loud.
+    // Fleet breaker: another node just took our reason with the same code;
+    // with a floor of 1 node and above 10 % of the partition, nothing is
+    // set and the alarm is loud (slurm_breaker tests the default floor).
     c.run(
         "scontrol",
         &[
@@ -447,7 +448,8 @@ fn dry_run_prints_the_scontrol_argv_and_the_fleet_breaker_stands_down() {
         c,
         "node4",
         "mount-missing",
-        "\n[[node]]\nhosts = \"node4\"\npolicy.fleet_breaker_fraction = 0.1\n",
+        "\n[[node]]\nhosts = \"node4\"\npolicy.fleet_breaker_fraction = 0.1\n\
+         policy.fleet_breaker_min_nodes = 1\n",
         &[],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -13,8 +13,9 @@
 //! * a node we took out only for auto-resumable checks (mounts) is resumed
 //!   after `clean_runs_to_resume` clean runs;
 //! * the fleet breaker asks `sinfo` once, only when about to act, how many
-//!   nodes of our partitions already carry the same code, and stands down
-//!   above `fleet_breaker_fraction`;
+//!   nodes of our partitions took the same code within
+//!   `fleet_breaker_window_s`, and stands down when at least
+//!   `fleet_breaker_min_nodes` and more than `fleet_breaker_fraction` did;
 //! * Slurm that does not answer is recorded (a state change `failed` and an
 //!   `unknown` finding), never retried within the run: the next run tries again.
 //!
@@ -356,8 +357,12 @@ fn take_out(ctx: &mut PolicyCtx, causes: &[&Finding], memory: &mut Memory) {
 }
 
 /// Asks the fleet breaker: false, with the refusal recorded, when Slurm
-/// does not answer or more than `fleet_breaker_fraction` of the nodes in our
-/// partitions already carry `code`.
+/// does not answer or a burst of take-outs with `code` is under way: at
+/// least `fleet_breaker_min_nodes` other nodes of our partitions, and more
+/// than `fleet_breaker_fraction` of them, took `hc: <code>` within
+/// `fleet_breaker_window_s`. Nodes that carry it longer are a repair
+/// backlog: counting them kept a node with a fresh uncorrectable error in
+/// service for as long as another waited for its repair (issue 48).
 fn breaker_allows(
     ctx: &mut PolicyCtx,
     action: &str,
@@ -366,24 +371,34 @@ fn breaker_allows(
     code: &str,
 ) -> bool {
     (ctx.before_slurm)("sinfo fleet");
-    let fleet = match slurm::fleet(ctx.cmds, ctx.node, code) {
+    let p = &ctx.config.policy;
+    let (fraction, window_s, floor) = (
+        p.fleet_breaker_fraction,
+        p.fleet_breaker_window_s,
+        p.fleet_breaker_min_nodes,
+    );
+    let since = ctx.now.saturating_sub(window_s as i64);
+    let fleet = match slurm::fleet(ctx.cmds, ctx.node, code, since) {
         Ok(fleet) => fleet,
         Err(e) => {
             ctx.slurm_failed(action, reason, causes, e.to_string());
             return false;
         }
     };
-    let fraction = ctx.config.policy.fleet_breaker_fraction;
-    let over = fleet.nodes > 0 && fleet.same_code as f64 / fleet.nodes as f64 > fraction;
+    let recent = fleet.recent_same_code;
+    let over =
+        recent >= floor.max(1) && fleet.nodes > 0 && recent as f64 / fleet.nodes as f64 > fraction;
     if !over {
         return true;
     }
     let detail = format!(
-        "fleet breaker: {} of {} nodes in our partitions already carry `hc: {code}` \
-         (limit {:.0}%); not touching {}: check the config that was pushed",
-        fleet.same_code,
+        "fleet breaker: {recent} of {} nodes in our partitions took `hc: {code}` in the last \
+         {} s (floor {floor} nodes, limit {:.0}%; {} older ones are a repair backlog and do \
+         not count); not touching {}: check the config that was pushed",
         fleet.nodes,
+        window_s,
         fraction * 100.0,
+        fleet.same_code - recent,
         ctx.node
     );
     ctx.result

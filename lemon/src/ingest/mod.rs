@@ -254,7 +254,7 @@ pub fn ingest(
     });
 
     for (name, result) in [jobs, events, excl, spool].into_iter().flatten() {
-        match result {
+        match result.and_then(nothing_readable) {
             Ok(stats) => {
                 db::record_ingest(
                     conn,
@@ -276,6 +276,23 @@ pub fn ingest(
         }
     }
     Ok(report)
+}
+
+/// A source of which every row was malformed read nothing: a file in
+/// another format (a `sacct` without `-P`, the wrong columns), not an
+/// empty history. Failing it keeps `lemon run` from judging and draining
+/// on the history it lacks (issue 48); an empty source stays fine.
+fn nothing_readable(stats: IngestStats) -> Result<IngestStats> {
+    if stats.skipped == 0 || stats.rows_read > stats.skipped || stats.inserted > 0 {
+        return Ok(stats);
+    }
+    let first = (stats.errors.first())
+        .map(|(at, why)| format!(" (first: {at}: {why})"))
+        .unwrap_or_default();
+    Err(LemonError::Usage(format!(
+        "every one of its {} rows was malformed, nothing was read{first}",
+        stats.skipped
+    )))
 }
 
 /// One source's name in the report and how reading it went.
@@ -375,5 +392,29 @@ fn ingest_exclusions(
             exclusions::ingest_from_slurm(conn, ctx.slurm, now),
         )),
         None => None,
+    }
+}
+
+#[cfg(test)]
+mod nothing_readable_tests {
+    use super::*;
+
+    fn stats(rows_read: u64, skipped: u64, inserted: u64) -> IngestStats {
+        IngestStats {
+            rows_read,
+            skipped,
+            inserted,
+            ..IngestStats::default()
+        }
+    }
+
+    #[test]
+    fn a_source_whose_every_row_was_malformed_fails_and_an_empty_or_partly_bad_one_does_not() {
+        let err = nothing_readable(stats(3, 3, 0)).unwrap_err();
+        assert!(err.to_string().contains("every one of its 3 rows"), "{err}");
+        // The spool counts only its good records as read.
+        assert!(nothing_readable(stats(0, 2, 0)).is_err());
+        assert!(nothing_readable(stats(0, 0, 0)).is_ok(), "empty is fine");
+        assert!(nothing_readable(stats(5, 1, 4)).is_ok(), "some read");
     }
 }

@@ -59,8 +59,23 @@ pub enum Direction {
 
 /// The direction of `metric` from the config's patterns: must-be-zero
 /// first, then lower-is-better (`*latency*` before a bandwidth pattern
-/// that would also match), then higher-is-better. `None`: not judged.
+/// that would also match), then higher-is-better; failing those, the
+/// built-in words of [`words_direction`]. `None`: no direction known, and
+/// [`judge_group`] judges the metric on both sides.
+///
+/// A SuperBench name is `benchmark/metric`; its metric part (after the last
+/// `/`) is read first, by the patterns then by its words, and only then the
+/// whole name: the benchmark `cpu-memory-bw-latency` would otherwise make
+/// its bandwidths lower-is-better by `*latency*`.
 pub fn direction(settings: &ValidateSettings, metric: &str) -> Option<Direction> {
+    let tail = metric.rsplit('/').next().unwrap_or(metric);
+    configured_direction(settings, tail)
+        .or_else(|| words_direction(&tail.to_ascii_lowercase()))
+        .or_else(|| configured_direction(settings, metric))
+        .or_else(|| words_direction(&metric.to_ascii_lowercase()))
+}
+
+fn configured_direction(settings: &ValidateSettings, metric: &str) -> Option<Direction> {
     let any = |patterns: &[String]| patterns.iter().any(|p| glob_match(p, metric));
     if any(&settings.must_be_zero) {
         Some(Direction::MustBeZero)
@@ -71,6 +86,44 @@ pub fn direction(settings: &ValidateSettings, metric: &str) -> Option<Direction>
     } else {
         None
     }
+}
+
+/// Words that name a higher-is-better quantity wherever they stand in a
+/// metric's name.
+const HIGHER_WORDS: &[&str] = &[
+    "bandwidth",
+    "bw",
+    "busbw",
+    "algbw",
+    "flops",
+    "gflops",
+    "tflops",
+    "pflops",
+    "throughput",
+    "ops",
+    "iops",
+    "tops",
+];
+
+/// Words that name a lower-is-better quantity.
+const LOWER_WORDS: &[&str] = &["latency", "lat", "time", "duration"];
+
+/// The direction the words of a lowercase name give: the name is split at
+/// every character that is not a letter or digit (`_ - . : /`), so
+/// `gemm_tflops`, `h2d_bandwidth` and SuperBench's
+/// `allreduce_8589934592_busbw` read as their words. The last word with a
+/// direction wins (`mem_bw_latency` is a latency).
+fn words_direction(name: &str) -> Option<Direction> {
+    let words = name.split(|c: char| !c.is_ascii_alphanumeric());
+    words.rev().find_map(|w| {
+        if HIGHER_WORDS.contains(&w) {
+            Some(Direction::HigherIsBetter)
+        } else if LOWER_WORDS.contains(&w) {
+            Some(Direction::LowerIsBetter)
+        } else {
+            None
+        }
+    })
 }
 
 // The node judges must-be-zero counts by the same patterns: one matcher, in config.
@@ -158,20 +211,31 @@ pub fn judge_group(
             outcome.failures.push(failure(node, metric, *value, band));
         }
     }
-    let learnable = matches!(
-        dir,
-        Some(Direction::HigherIsBetter | Direction::LowerIsBetter)
-    );
-    if !learnable {
-        return outcome;
-    }
+    let side = match dir {
+        Some(Direction::HigherIsBetter) => Side::Low,
+        Some(Direction::LowerIsBetter) => Side::High,
+        // No direction known: too far from the peers either way is a
+        // fault, so an unknown name never passes a slow node.
+        None => Side::Both,
+        Some(Direction::MustBeZero) => return outcome,
+    };
     if results.len() < settings.min_results {
         outcome.below_min = Some((results.len(), floor.is_some()));
         return outcome;
     }
-    let higher = dir == Some(Direction::HigherIsBetter);
-    learned_failures(settings, metric, results, higher, &mut outcome.failures);
+    learned_failures(settings, metric, results, side, &mut outcome.failures);
     outcome
+}
+
+/// The side of the peers' median on which a value fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// Below: a higher-is-better metric.
+    Low,
+    /// Above: a lower-is-better metric.
+    High,
+    /// Either: a metric of unknown direction.
+    Both,
 }
 
 /// What the fleet's results of one SKU's metric set for a node that is not
@@ -244,7 +308,7 @@ fn learned_failures(
     settings: &ValidateSettings,
     metric: &str,
     results: &[(String, f64)],
-    higher: bool,
+    side: Side,
     out: &mut Vec<Failure>,
 ) {
     let mut order: Vec<usize> = (0..results.len()).collect();
@@ -255,7 +319,11 @@ fn learned_failures(
             sorted: &sorted,
             skip: rank,
         };
-        let band = learned_band(settings, &peers, higher);
+        let band = match side {
+            Side::Low => learned_band(settings, &peers, true),
+            Side::High => learned_band(settings, &peers, false),
+            Side::Both => two_sided_band(settings, &peers),
+        };
         let (node, value) = &results[i];
         if !band.holds(*value) {
             out.push(failure(node, metric, *value, band));
@@ -289,6 +357,27 @@ fn learned_band(settings: &ValidateSettings, peers: &Peers, higher: bool) -> Ban
             short(center),
             peers.len(),
             short(margin)
+        ),
+    }
+}
+
+/// The band of a metric of unknown direction: each side's bound from that
+/// side's own spread, as a directed metric's one bound is.
+fn two_sided_band(settings: &ValidateSettings, peers: &Peers) -> Band {
+    let low = learned_band(settings, peers, true);
+    let high = learned_band(settings, peers, false);
+    let center = median(peers.len(), |k| peers.get(k));
+    let (lo, hi) = (low.min.unwrap_or(center), high.max.unwrap_or(center));
+    Band {
+        min: low.min,
+        max: high.max,
+        rule: Rule::Learned,
+        detail: format!(
+            "no direction known, both sides: median {} of {} peers - {} + {}",
+            short(center),
+            peers.len(),
+            short(center - lo),
+            short(hi - center)
         ),
     }
 }
@@ -406,6 +495,57 @@ mod tests {
     }
 
     #[test]
+    fn common_and_superbench_names_get_their_direction_from_their_words() {
+        let s = ValidateSettings::default();
+        let d = |m| direction(&s, m);
+        let higher = Some(Direction::HigherIsBetter);
+        let lower = Some(Direction::LowerIsBetter);
+        for m in [
+            "nccl_allreduce_busbw",
+            "h2d_bandwidth",
+            "gemm_tflops",
+            "ib_write_bw",
+            "nccl-bw:default/allreduce_8589934592_busbw",
+            "mem-bw/h2d_bw",
+            "gemm-flops/fp16_tc_flops",
+            "model-benchmarks:gpt/pytorch-gpt2-large/fp16_train_throughput",
+            "disk-benchmark/nvme0n1_rand_read_iops",
+            "cpu-memory-bw-latency/mem_max_bandwidth",
+        ] {
+            assert_eq!(d(m), higher, "{m}");
+        }
+        for m in [
+            "kernel-launch/event_time",
+            "cpu-memory-bw-latency/mem_read_latency",
+            "model-benchmarks:gpt/pytorch-gpt2-large/fp16_train_step_time",
+        ] {
+            assert_eq!(d(m), lower, "{m}");
+        }
+        assert_eq!(
+            d("nccl-bw:default/return_code"),
+            Some(Direction::MustBeZero)
+        );
+        assert_eq!(d("loops_dropped"), None);
+    }
+
+    #[test]
+    fn a_metric_of_unknown_direction_fails_a_node_far_from_its_peers_on_either_side() {
+        let mut values: Vec<f64> = (0..20).map(|i| 100.0 + (i % 5) as f64 * 0.2).collect();
+        values[3] = 92.0;
+        values[11] = 108.0;
+        let out = judge_group(
+            &ValidateSettings::default(),
+            "h100",
+            "overlap_score",
+            &fleet(&values),
+        );
+        assert_eq!(flagged(&out), ["n03", "n11"]);
+        let band = &out.failures[0].band;
+        assert!(band.min.is_some() && band.max.is_some(), "{band:?}");
+        assert!(band.detail.starts_with("no direction known, both sides"));
+    }
+
+    #[test]
     fn a_node_far_below_its_peers_fails_and_the_band_names_the_median() {
         let mut values: Vec<f64> = (0..20).map(|i| 400.0 + (i % 5) as f64 * 0.5).collect();
         values[7] = 360.0;
@@ -508,14 +648,15 @@ mod tests {
     }
 
     #[test]
-    fn a_metric_with_no_direction_is_not_judged() {
+    fn a_metric_with_no_direction_and_too_few_results_is_reported_as_below_min() {
         let out = judge_group(
             &ValidateSettings::default(),
             "s",
             "error.in_place.32",
             &fleet(&[0.0, 1.0, 1e9]),
         );
-        assert_eq!(out, GroupOutcome::default());
+        assert!(out.failures.is_empty());
+        assert_eq!(out.below_min, Some((3, false)));
     }
 
     #[test]

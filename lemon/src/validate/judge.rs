@@ -4,8 +4,9 @@
 //! its SKU ([`super::criteria`]).
 //!
 //! The file is CSV with the header `node,sku,time,metric,value`; `time` is
-//! unix seconds or `YYYY-MM-DDTHH:MM:SS` UTC. A bad row stops the judging
-//! with its line named: a verdict over a half-read file would be wrong.
+//! unix seconds or `YYYY-MM-DDTHH:MM:SS` UTC, or SuperBench's results
+//! summary ([`parse_superbench`]). A bad row stops the judging with its
+//! line named: a verdict over a half-read file would be wrong.
 
 use super::criteria::{self, Failure};
 use crate::error::{LemonError, Result};
@@ -61,7 +62,7 @@ pub struct Judgement {
     /// Failures, grouped by node in name order, with the node's SKU.
     pub failing: Vec<NodeFailures>,
     pub below_min: Vec<BelowMin>,
-    /// Metrics no direction pattern names: not judged by the fleet.
+    /// Metrics no direction pattern or word names: judged on both sides.
     pub no_direction: Vec<String>,
     pub missing: Vec<Missing>,
 }
@@ -79,6 +80,14 @@ impl Judgement {
     pub fn any_failing(&self) -> bool {
         !self.failing.is_empty()
     }
+
+    /// Whether something was judged by nothing at all: a SKU's metric with
+    /// too few results and no static floor, or a node without a result its
+    /// peers have (a benchmark that did not run or print). No verdict is no
+    /// pass.
+    pub fn any_unjudged(&self) -> bool {
+        self.below_min.iter().any(|b| !b.static_floor) || !self.missing.is_empty()
+    }
 }
 
 /// Reads and judges `path`.
@@ -87,8 +96,99 @@ pub fn judge_file(path: &Path, settings: &ValidateSettings) -> Result<Judgement>
         .check()
         .map_err(|e| LemonError::Usage(format!("config: {e}")))?;
     let bytes = read_plain(path, MAX_RESULTS_BYTES, "a CSV file of results")?;
-    let rows = parse(&bytes).map_err(|e| LemonError::Usage(format!("{}:{e}", path.display())))?;
+    let superbench = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    let rows = if superbench {
+        let dir_node = path
+            .parent()
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str());
+        parse_superbench(&bytes, dir_node)
+    } else {
+        parse(&bytes)
+    }
+    .map_err(|e| LemonError::Usage(format!("{}:{e}", path.display())))?;
     Ok(judge(&rows, settings))
+}
+
+/// The SKU the rows of a SuperBench file are judged under when a line
+/// names none: SuperBench runs one fleet of one kind of node.
+pub const SUPERBENCH_SKU: &str = "superbench";
+
+/// The rows of SuperBench's results summary: `results-summary.jsonl`
+/// (`sb run` writes it to its output directory, one JSON object per node
+/// per line) or one node's `nodes/<node>/results-summary.json`. Each
+/// object maps `benchmark/metric` names to numbers; its `node` string
+/// names the node, else (a file of one object) `dir_node`, the name of the
+/// directory the file is in. An optional `sku` string groups the nodes;
+/// without it every node is of [`SUPERBENCH_SKU`]. A value that is not a
+/// finite number stops the reading with its line and metric named, as a
+/// bad CSV row does: the assumptions are in
+/// `lemon/tests/fixtures/superbench/SOURCE.md`.
+pub fn parse_superbench(
+    bytes: &[u8],
+    dir_node: Option<&str>,
+) -> std::result::Result<Vec<Row>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("1: not UTF-8: {e}"))?;
+    let objects = superbench_objects(text)?;
+    let single = objects.len() == 1;
+    let mut rows = Vec::new();
+    for (line, object) in objects {
+        let text_of = |key: &str| match object.get(key) {
+            None => Ok(None),
+            Some(serde_json::Value::String(s)) if !s.trim().is_empty() => {
+                Ok(Some(s.trim().to_string()))
+            }
+            Some(_) => Err(format!("{line}: `{key}` is not a name")),
+        };
+        let node = match (text_of("node")?, dir_node.filter(|_| single)) {
+            (Some(n), _) => n,
+            (None, Some(d)) => d.to_string(),
+            (None, None) => return Err(format!("{line}: no `node` names the node")),
+        };
+        let sku = text_of("sku")?.unwrap_or_else(|| SUPERBENCH_SKU.to_string());
+        for (metric, value) in &object {
+            if metric == "node" || metric == "sku" {
+                continue;
+            }
+            let value = value
+                .as_f64()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("{line}: {metric}: {value} is not a finite number"))?;
+            rows.push(Row {
+                node: node.clone(),
+                sku: sku.clone(),
+                time: 0,
+                metric: metric.clone(),
+                value,
+            });
+        }
+    }
+    if rows.is_empty() {
+        return Err("1: no results in the SuperBench summary".into());
+    }
+    Ok(rows)
+}
+
+type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// The objects of a JSON Lines file, or of a file holding one object
+/// (pretty-printed over many lines), each with its first line.
+fn superbench_objects(text: &str) -> std::result::Result<Vec<(usize, JsonObject)>, String> {
+    if let Ok(serde_json::Value::Object(one)) = serde_json::from_str(text) {
+        return Ok(vec![(1, one)]);
+    }
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(serde_json::Value::Object(o)) => out.push((i + 1, o)),
+            Ok(_) => return Err(format!("{}: not a JSON object", i + 1)),
+            Err(e) => return Err(format!("{}: not JSON: {e}", i + 1)),
+        }
+    }
+    Ok(out)
 }
 
 /// The rows of a results file; an error is `LINE: why`.
@@ -296,9 +396,13 @@ pub fn render(j: &Judgement, json: bool) -> String {
     }
     if !j.no_direction.is_empty() {
         out += &format!(
-            "note: not judged by the fleet (no direction in [validate]): {}\n",
+            "note: no direction known (set one in [validate]), judged on both sides: {}\n",
             j.no_direction.join(", ")
         );
+    }
+    if j.any_unjudged() {
+        out += "NOT JUDGED: a metric with neither enough results nor a static floor, or a \
+                node without a result (notes above): no verdict is no pass\n";
     }
     out
 }

@@ -18,6 +18,15 @@ pub fn replay_file(path: &Path, settings: &WatchSettings, json: bool) -> Result<
     let file = open_plain(path, "a CSV file of metric samples")?;
     let outcome = lemonade_watch::replay(BufReader::with_capacity(1 << 20, file), settings)
         .map_err(|e| LemonError::Usage(format!("{}: {e}", path.display())))?;
+    // A file with no usable sample judged nothing: "0 detections" would
+    // read as a healthy fleet (issue 48).
+    if outcome.rows <= outcome.counts.non_finite {
+        return Err(LemonError::Usage(format!(
+            "{}: no finite sample after the header ({}): nothing to judge",
+            path.display(),
+            outcome.summary()
+        )));
+    }
     Ok((outcome.render(json), outcome.summary()))
 }
 
@@ -41,6 +50,20 @@ mod tests {
         let (out, summary) = replay_file(&path, &WatchSettings::default(), true).unwrap();
         assert_eq!(out.trim(), "[]");
         assert!(summary.starts_with("120 rows, 1 jobs"), "{summary}");
+    }
+
+    #[test]
+    fn a_replay_without_a_finite_sample_is_an_error_not_an_empty_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.csv");
+        for text in [
+            HEADER.to_string(),
+            format!("{HEADER}1700000000,7,a,gpu_util,NaN\n"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = replay_file(&path, &WatchSettings::default(), true).unwrap_err();
+            assert!(err.to_string().contains("nothing to judge"), "{err}");
+        }
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub struct Ecc;
 /// (H100 has no page retirement, older GPUs have no row remapping).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EccReadings {
+    /// `nvmlDeviceGetTotalEccErrors(uncorrected, volatile)`: every location
+    /// the driver counts (DRAM, SRAM, and on older GPUs L1, L2, register
+    /// file, texture), the authority for "an error now".
+    pub volatile_uncorrected: Option<u64>,
     pub volatile_uncorrected_dram: Option<u64>,
     pub volatile_uncorrected_sram: Option<u64>,
     pub aggregate_uncorrected: Option<u64>,
@@ -52,6 +56,7 @@ pub fn gather(nvml: &Nvml) -> Result<Vec<GpuData<EccReadings>>, Failure> {
         let unc = MemoryError::Uncorrected;
         let cor = MemoryError::Corrected;
         Ok(EccReadings {
+            volatile_uncorrected: opt(d.total_ecc_errors(unc, EccCounter::Volatile))?,
             volatile_uncorrected_dram: opt(d.memory_error_counter(
                 unc,
                 EccCounter::Volatile,
@@ -198,19 +203,31 @@ fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
 /// reboot already cleared that, in the aggregate count's growth. The row
 /// remap such an error leaves pending is the same fault, applied by the same
 /// reset: it is said in the finding, not a finding of its own.
+///
+/// The volatile total decides; the DRAM and SRAM locations only say where.
+/// A Volta-era driver has no SRAM location and counts L1, L2, register file
+/// and texture errors instead: an error there is in the total and in
+/// neither location, and it is as fresh as a DRAM one.
 fn fresh_error(id: &GpuId, r: &EccReadings, grown: u64, pending: bool) -> Option<Finding> {
     let gpu = id.entity();
     let dram = r.volatile_uncorrected_dram.unwrap_or(0);
     let sram = r.volatile_uncorrected_sram.unwrap_or(0);
+    let located = dram.saturating_add(sram);
+    // A driver without the total still counts by location.
+    let total = r.volatile_uncorrected.unwrap_or(0).max(located);
     let remap = if pending { "; row remap pending" } else { "" };
-    if dram + sram > 0 {
+    if total > 0 {
+        let elsewhere = match total - located {
+            0 => String::new(),
+            n => format!(", elsewhere (L1, L2, register file, texture) {n}"),
+        };
         // The aggregate count grew by the same errors: one finding per fault.
         return Some(
             id.finding(NAME, "ECC_VOLATILE_UNCORRECTED", Severity::Down)
                 .expected(0)
-                .actual(format!("dram {dram}, sram {sram}{remap}"))
+                .actual(format!("dram {dram}, sram {sram}{elsewhere}{remap}"))
                 .action(Action::ResetGpu)
-                .message(format!("{gpu}: uncorrected ECC errors since the driver loaded (DRAM {dram}, SRAM {sram}){remap}")),
+                .message(format!("{gpu}: {total} uncorrected ECC errors since the driver loaded (DRAM {dram}, SRAM {sram}{elsewhere}){remap}")),
         );
     }
     // The aggregate counter grew while the volatile one reads 0: the error
@@ -388,6 +405,27 @@ mod tests {
         EccState {
             aggregate_uncorrected: [("GPU-5".to_string(), previous_aggregate)].into(),
         }
+    }
+
+    #[test]
+    fn an_error_only_in_the_volatile_total_is_fresh_and_down_on_a_first_run() {
+        // A Volta-era driver: an L2 error, no SRAM location, nothing in DRAM.
+        let volta = EccReadings {
+            volatile_uncorrected: Some(1),
+            volatile_uncorrected_dram: Some(0),
+            volatile_uncorrected_sram: None,
+            aggregate_uncorrected: Some(1),
+            ..Default::default()
+        };
+        let found = one(volta);
+        assert_eq!(
+            codes(&found),
+            [("ECC_VOLATILE_UNCORRECTED", Severity::Down, Action::ResetGpu)]
+        );
+        assert_eq!(
+            found[0].actual.as_deref(),
+            Some("dram 0, sram 0, elsewhere (L1, L2, register file, texture) 1")
+        );
     }
 
     #[test]

@@ -42,7 +42,13 @@ impl Check for Modules {
         let required = match &s.required {
             Some(_) => evaluate::required(s, false, false),
             None => {
-                let has_gpus = count::expected(&ctx.config, &ctx.root).unwrap_or(0) > 0;
+                // A PCI bus that cannot be read is no GPU-less node: the
+                // check is unknown rather than passing a node that lacks
+                // its nvidia module (issue 48).
+                let has_gpus = match count::expected(&ctx.config, &ctx.root) {
+                    Some(n) => n > 0,
+                    None => count::on_pci_bus(&ctx.root)? > 0,
+                };
                 let has_hcas = !ctx.root.list_dir(INFINIBAND)?.is_empty();
                 evaluate::required(s, has_gpus, has_hcas)
             }

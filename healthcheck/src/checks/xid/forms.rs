@@ -8,6 +8,15 @@
 //!   (`short-iso-precise` adds `.123456`), with `-- Boot ... --` and
 //!   `-- No entries --` lines of its own.
 //!
+//! * `dmesg -x` (`--decode`) puts the facility and level before each of the
+//!   dmesg forms: `kern  :warn  : [ 1234.567890] NVRM: ...`,
+//!   `kern  :warn  : 2025-01-21T04:41:44,283302+00:00 NVRM: ...`,
+//!   `kern  :warn  : [Tue Jan 21 04:41:44 2025] NVRM: ...`; the prefix is
+//!   read past and the rest is the form it carries. `--time-format reltime`
+//!   (`[Jan21 04:41]`, then `[  +0.000123]`) and `delta` (`[<    0.000123>]`)
+//!   give no full time on each line and are not read: their lines are
+//!   counted as malformed, never taken as an empty log.
+//!
 //! The forms other than kmsg records have no sequence number: the line number
 //! stands in for it, which keeps the cursor working on a file that grows.
 
@@ -50,6 +59,7 @@ pub fn detect(line: &[u8]) -> Option<Form> {
     if is_comment(line) {
         return None;
     }
+    let line = strip_decoded(line);
     if super::kmsg::parse_header(line).is_ok() {
         return Some(Form::Kmsg);
     }
@@ -86,7 +96,7 @@ pub fn parse(form: Form, line: &[u8], line_no: u64) -> Result<Line<'_>, FormErro
             message,
         });
     }
-    let text = std::str::from_utf8(line).map_err(|_| FormError("not UTF-8"))?;
+    let text = std::str::from_utf8(strip_decoded(line)).map_err(|_| FormError("not UTF-8"))?;
     let (stamp, message) = match form {
         Form::Kmsg => unreachable!("handled above"),
         Form::Dmesg => bracketed(text, since_boot)?,
@@ -112,6 +122,41 @@ pub fn parse(form: Form, line: &[u8], line_no: u64) -> Result<Line<'_>, FormErro
         stamp,
         message,
     })
+}
+
+/// syslog's facility names, as `dmesg -x` prints them.
+const FACILITIES: &[&str] = &[
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "authpriv",
+    "ftp", "res0", "res1", "res2", "res3", "local0", "local1", "local2", "local3", "local4",
+    "local5", "local6", "local7",
+];
+
+/// syslog's level names, as `dmesg -x` prints them.
+const LEVELS: &[&str] = &[
+    "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug",
+];
+
+/// The line after `dmesg -x`'s `facility:level : ` (each name padded to six
+/// columns), or the line itself when it has no such prefix. Only the
+/// syslog names count, so a message that starts `NVRM: ...` is not taken
+/// for one.
+fn strip_decoded(line: &[u8]) -> &[u8] {
+    let named = |field: &[u8], names: &[&str]| {
+        let name = field.trim_ascii_end();
+        names.iter().any(|n| n.as_bytes() == name)
+    };
+    let Some(first) = line.iter().position(|&b| b == b':') else {
+        return line;
+    };
+    let rest = &line[first + 1..];
+    let Some(second) = rest.iter().position(|&b| b == b':') else {
+        return line;
+    };
+    if !named(&line[..first], FACILITIES) || !named(&rest[..second], LEVELS) {
+        return line;
+    }
+    let after = &rest[second + 1..];
+    after.strip_prefix(b" ").unwrap_or(after)
 }
 
 /// `[stamp] message`, with the stamp read by `read`.
@@ -214,6 +259,40 @@ mod tests {
             (form, stamp, message.as_str()),
             (Form::DmesgCtime, Stamp::Wall(local.timestamp()), fell)
         );
+    }
+
+    #[test]
+    fn dmesg_decode_lines_read_past_facility_and_level_in_each_time_format() {
+        let xid = "NVRM: Xid (PCI:0000:38:00): 13, pid=1234, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address";
+        let (form, stamp, message) = read(&format!(
+            "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 {xid}"
+        ));
+        assert_eq!(
+            (form, stamp, message.as_str()),
+            (Form::DmesgIso, Stamp::Wall(1_737_434_504), xid)
+        );
+        let (form, stamp, message) = read(&format!("kern  :warn  : [ 6781.548779] {xid}"));
+        assert_eq!(
+            (form, stamp, message.as_str()),
+            (Form::Dmesg, Stamp::SinceBoot(6_781_548_779), xid)
+        );
+        let (form, stamp, message) =
+            read(&format!("kern  :err   : [Tue Jan 21 04:41:44 2025] {xid}"));
+        let local = Local
+            .with_ymd_and_hms(2025, 1, 21, 4, 41, 44)
+            .earliest()
+            .unwrap();
+        assert_eq!(
+            (form, stamp, message.as_str()),
+            (Form::DmesgCtime, Stamp::Wall(local.timestamp()), xid)
+        );
+        let (_, _, message) = read("daemon:notice: [   1.000000] systemd[1]: started");
+        assert_eq!(message, "systemd[1]: started");
+        // A message that only looks like the prefix keeps its words.
+        assert_eq!(strip_decoded(b"NVRM: GPU: x"), b"NVRM: GPU: x");
+        // reltime and delta carry no full time: no form, counted malformed.
+        assert_eq!(detect(b"kern  :warn  : [Jan21 04:41] NVRM: x"), None);
+        assert_eq!(detect(b"kern  :warn  : [<    0.000123>] NVRM: x"), None);
     }
 
     #[test]
