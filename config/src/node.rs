@@ -110,6 +110,15 @@ impl StoreSettings {
     pub fn flight_recorder_dir(&self, job_id: &str) -> PathBuf {
         self.state_dir().join("flight-recorder").join(job_id)
     }
+
+    /// Where the SPANK plugin notes, for the epilog, that the job's own
+    /// environment kept its dumps from us (issue 46): beside the job's
+    /// directory, in the parent that only root writes.
+    pub fn flight_recorder_off_note(&self, job_id: &str) -> PathBuf {
+        self.state_dir()
+            .join("flight-recorder")
+            .join(format!("{job_id}.recorder-off"))
+    }
 }
 
 /// `[spool]`: the per-node export that the head node's `lemon` reads.

@@ -1,20 +1,30 @@
-//! The verdict on one job from all its ranks' summaries (after XPUTimer):
+//! The verdict on one job from all its ranks' summaries (after XPUTimer).
 //!
-//! * **hang**: in a process group where some ranks are inside collective
-//!   `S` and have not completed it, the ranks whose last started
-//!   collective is before `S` never entered it: the others wait for them.
+//! Built on what every backend writes (issue 46): the collectives a rank
+//! *enqueued* (their sequence ids, `last_enqueued_collective`) and when
+//! (`time_created_ns`). Real PyTorch dumps need not carry more: on gloo, and
+//! on NCCL without timing, every entry stays `scheduled`, the last started
+//! collective stays -1 and there is no `duration_ms`. Where `started`,
+//! `completed` and durations are there, they refine the verdict.
+//!
+//! * **hang**: in a process group, the frontier is the furthest collective
+//!   any rank enqueued. When some ranks enqueued it and have not completed
+//!   it, the ranks that never enqueued it are the ones the others wait for.
 //!   Named only when they are a strict minority of the group's ranks (a
-//!   dump taken while most ranks are between collectives says nothing).
-//! * **straggler** (needs `TORCH_NCCL_ENABLE_TIMING=1`): the rank that
-//!   arrives last at a collective spends the least time in it, because
-//!   everyone else's kernel was already waiting for it. The rank whose
-//!   duration is the shortest, at most half the others' median, in at
-//!   least half of the timed collectives, is named. Failing that, the rank
-//!   that starts collectives last by at least [`Params::min_lag_ms`], in at
-//!   least half of them (node clocks must agree to better than that).
+//!   dump taken while most ranks are between collectives says nothing). A
+//!   backend that marks a timed-out collective completed on some ranks
+//!   (gloo does, racily) does not hide it while one rank still waits.
+//! * **straggler**: with durations (`TORCH_NCCL_ENABLE_TIMING=1`), the rank
+//!   that arrives last at a collective spends the least time in it, because
+//!   everyone else was already waiting: the rank whose duration is the
+//!   shortest, at most half the others' median, in at least half of the
+//!   timed collectives. Failing that, the rank that enqueues (or starts)
+//!   collectives last by at least [`Params::min_lag_ms`], in at least half
+//!   of them (node clocks must agree to better than that).
 //!
-//! Pure functions: no files, no Slurm. Ranks map to nodes through the
-//! job's [`JobLayout`] (issue 36, "Task layout"), when one is given.
+//! When nobody is named, a note says why. Pure functions: no files, no
+//! Slurm. Ranks map to nodes through the job's [`JobLayout`] (issue 36,
+//! "Task layout"), when one is given.
 
 use crate::dump::{GroupSummary, RankSummary, State};
 use joblog::JobLayout;
@@ -52,7 +62,7 @@ pub struct Behind {
     pub node: Option<String>,
     pub last_enqueued: Option<i64>,
     pub last_started: Option<i64>,
-    /// The op of its last started collective, if still in its ring.
+    /// The op of the last collective it reached, if still in its ring.
     pub last_op: Option<String>,
 }
 
@@ -129,18 +139,35 @@ pub fn analyze(ranks: &[RankSummary], layout: Option<&JobLayout>, params: &Param
         stragglers: Vec::new(),
         notes: Vec::new(),
     };
-    for (name, members) in by_group(ranks) {
-        match hang(&name, &members, &node) {
+    let groups = by_group(ranks);
+    for (name, members) in &groups {
+        let mut said = true;
+        match hang(name, members, &node) {
             Ok(Some(h)) => out.hangs.push(h),
-            Ok(None) => {}
+            Ok(None) => said = false,
             Err(note) => out.notes.push(note),
         }
-        let straggler = short_durations(&name, &members, params)
-            .or_else(|| enters_last(&name, &members, params));
+        let straggler =
+            short_durations(name, members, params).or_else(|| enters_last(name, members, params));
         if let Some(mut s) = straggler {
             s.node = node(s.rank);
             out.stragglers.push(s);
+        } else if !said {
+            out.notes.push(quiet_note(name, members));
         }
+    }
+    if groups.is_empty() {
+        out.notes.push(format!(
+            "these dumps carry no progress markers: none of the {} ranks' dumps holds a process group",
+            ranks.len()
+        ));
+    }
+    if !out.missing_ranks.is_empty() {
+        let of = layout.map_or(ranks.len() as u32, JobLayout::ranks);
+        out.notes.push(format!(
+            "{} of {of} ranks have no dump: a rank that never wrote one may be the one the others wait for",
+            out.missing_ranks.len()
+        ));
     }
     out
 }
@@ -165,49 +192,88 @@ fn missing(ranks: &[RankSummary], layout: Option<&JobLayout>) -> Vec<u32> {
     (0..layout.ranks()).filter(|r| !have.contains(r)).collect()
 }
 
+/// How far a rank got in a group: the furthest collective it enqueued,
+/// by its counter or by the entries still in its ring.
+fn enqueued(g: &GroupSummary) -> i64 {
+    let in_ring = g.collectives.iter().map(|c| c.seq).max();
+    [g.last_enqueued, g.last_started, in_ring]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(-1)
+}
+
+/// Whether the rank completed collective `seq`, by its counter or its entry.
+fn completed(g: &GroupSummary, seq: i64) -> bool {
+    g.last_completed.is_some_and(|c| c >= seq)
+        || g.collectives
+            .iter()
+            .any(|c| c.seq == seq && c.state == State::Completed)
+}
+
 /// The hang in one group, if localized; Err(note) when ranks wait but no
-/// minority can be blamed.
+/// minority can be blamed. Judged by what the ranks enqueued; where every
+/// rank enqueued the frontier and the dumps carry start markers, by what
+/// they started (a rank that enqueued a collective but never launched it).
 fn hang(
     name: &str,
     members: &Members<'_>,
     node: &dyn Fn(u32) -> Option<String>,
 ) -> Result<Option<Hang>, String> {
-    let started = |g: &GroupSummary| g.last_started.unwrap_or(-1);
-    let Some(frontier) = members.iter().map(|(_, g)| started(g)).max() else {
+    let by_enqueue = hang_by(name, members, node, &enqueued, "enqueued");
+    let has_starts = members.iter().any(|(_, g)| g.last_started.is_some());
+    match by_enqueue {
+        Err(note) if has_starts && note.contains("no rank is behind") => {
+            let started = |g: &GroupSummary| g.last_started.unwrap_or(-1);
+            hang_by(name, members, node, &started, "started").or(Err(note))
+        }
+        other => other,
+    }
+}
+
+/// The hang in one group by one measure of a rank's progress.
+fn hang_by(
+    name: &str,
+    members: &Members<'_>,
+    node: &dyn Fn(u32) -> Option<String>,
+    progress: &dyn Fn(&GroupSummary) -> i64,
+    verb: &str,
+) -> Result<Option<Hang>, String> {
+    let Some(frontier) = members.iter().map(|(_, g)| progress(g)).max() else {
         return Ok(None);
     };
-    let waiting: Vec<&(u32, &GroupSummary)> = members
+    let waiting = members
         .iter()
-        .filter(|(_, g)| started(g) == frontier && g.last_completed.unwrap_or(-1) < frontier)
-        .collect();
-    if frontier < 0 || waiting.is_empty() {
+        .filter(|(_, g)| progress(g) == frontier && !completed(g, frontier))
+        .count();
+    if frontier < 0 || waiting == 0 {
         return Ok(None);
     }
-    let op = waiting
+    let op = members
         .iter()
         .find_map(|(_, g)| g.op_of(frontier))
         .map(str::to_string);
     let behind: Vec<Behind> = members
         .iter()
-        .filter(|(_, g)| started(g) < frontier)
+        .filter(|(_, g)| progress(g) < frontier)
         .map(|&(rank, g)| Behind {
             rank,
             node: node(rank),
-            last_enqueued: g.last_enqueued,
+            last_enqueued: Some(enqueued(g)).filter(|&s| s >= 0),
             last_started: g.last_started,
-            last_op: g.last_started.and_then(|s| g.op_of(s)).map(str::to_string),
+            last_op: g.op_of(progress(g)).map(str::to_string),
         })
         .collect();
     let op_text = op.as_deref().unwrap_or("?");
     if behind.is_empty() {
         return Err(format!(
-            "group {name}: all {} ranks are inside seq {frontier} ({op_text}); no rank is behind, the hang is not localized",
+            "group {name}: all {} ranks {verb} seq {frontier} ({op_text}) and {waiting} have not completed it; no rank is behind, the hang is not localized",
             members.len()
         ));
     }
     if behind.len() * 2 >= members.len() {
         return Err(format!(
-            "group {name}: {} of {} ranks are before seq {frontier} ({op_text}); too many to blame",
+            "group {name}: {} of {} ranks never {verb} seq {frontier} ({op_text}); too many to blame",
             behind.len(),
             members.len()
         ));
@@ -216,19 +282,40 @@ fn hang(
         group: name.to_string(),
         seq: frontier,
         op,
-        waiting: waiting.len(),
+        waiting,
         ranks: behind,
     }))
 }
 
-/// Per collective seq, each member's value of `pick` when every member has one.
+/// Why a group named nobody, when its dumps show no trouble at all.
+fn quiet_note(name: &str, members: &Members<'_>) -> String {
+    let enq: BTreeSet<i64> = members.iter().map(|(_, g)| enqueued(g)).collect();
+    match (enq.first(), enq.last()) {
+        (Some(_), Some(&hi)) if hi < 0 => format!(
+            "group {name}: these dumps carry no progress markers (no collective enqueued in any of {} ranks)",
+            members.len()
+        ),
+        (Some(&lo), Some(&hi)) if lo == hi => format!(
+            "group {name}: no rank is behind: every rank of {} enqueued seq {hi}, and no rank stood out in time",
+            members.len()
+        ),
+        (Some(&lo), Some(&hi)) => format!(
+            "group {name}: ranks enqueued seq {lo} to {hi} and every rank at {hi} completed it: the dumps were taken at different moments, not in a hang"
+        ),
+        _ => format!("group {name}: no rank in it"),
+    }
+}
+
+/// Per collective seq, each member's value of `pick` when every member has
+/// one, whatever the entries' state (real dumps may leave every entry
+/// `scheduled`).
 fn per_seq(
     members: &Members<'_>,
     pick: impl Fn(&crate::dump::Collective) -> Option<f64>,
 ) -> Vec<Vec<(u32, f64)>> {
     let mut seqs: BTreeMap<i64, Vec<(u32, f64)>> = BTreeMap::new();
     for &(rank, g) in members {
-        for c in g.collectives.iter().filter(|c| c.state == State::Completed) {
+        for c in &g.collectives {
             if let Some(v) = pick(c) {
                 seqs.entry(c.seq).or_default().push((rank, v));
             }
@@ -335,8 +422,8 @@ impl std::fmt::Display for Analysis {
                     .unwrap_or_default();
                 writeln!(
                     f,
-                    "hang: rank {}{} never entered {op} seq {} of group {}, where {} ranks wait; its last started collective: {}{last_op}, last enqueued: {}",
-                    b.rank, on(&b.node), h.seq, h.group, h.waiting, seq(b.last_started), seq(b.last_enqueued)
+                    "hang: rank {}{} never entered {op} seq {} of group {}, where {} ranks wait; last enqueued: {}{last_op}, last started: {}",
+                    b.rank, on(&b.node), h.seq, h.group, h.waiting, seq(b.last_enqueued), seq(b.last_started)
                 )?;
             }
         }
@@ -347,7 +434,10 @@ impl std::fmt::Display for Analysis {
                     s.measure
                 ),
                 StragglerSign::EntersLast => {
-                    format!("it started last, {:.1} ms behind the median", s.measure)
+                    format!(
+                        "it reached them last, {:.1} ms behind the median",
+                        s.measure
+                    )
                 }
             };
             writeln!(

@@ -102,7 +102,10 @@ fn a_healthy_job_names_nobody_with_or_without_timing() {
         };
         let a = analyze(&summaries(&spec), Some(&layout()), &Params::default());
         assert!(a.named_ranks().is_empty(), "seed {seed}: {a}");
-        assert!(a.notes.is_empty() && a.missing_ranks.is_empty(), "{a}");
+        assert!(a.missing_ranks.is_empty(), "{a}");
+        // Never silent: the note says why nobody is named.
+        assert_eq!(a.notes.len(), 1, "{a}");
+        assert!(a.notes[0].contains("group 0: "), "{a}");
         assert!(a.to_string().contains("no rank named"));
     }
 }

@@ -38,6 +38,28 @@ pub const COLLECT_BUDGET: Duration = Duration::from_secs(10);
 /// with its summary or why it could not be read. None when the job wrote
 /// no dumps (the setting was off, or nothing timed out).
 pub fn collect(config: &Config, job_id: &str) -> Vec<Body> {
+    let mut out = off_note(config, job_id).into_iter().collect::<Vec<_>>();
+    out.extend(collect_dumps(config, job_id));
+    out
+}
+
+/// The plugin's note that the job's own setting kept its dumps from us, as
+/// a record the job's evidence shows. Read without following a link, capped.
+fn off_note(config: &Config, job_id: &str) -> Option<Body> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = config.store.flight_recorder_off_note(job_id);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+        .ok()?;
+    let mut text = String::new();
+    file.take(1024).read_to_string(&mut text).ok()?;
+    Some(failed(job_id, None, text.trim().to_string()))
+}
+
+fn collect_dumps(config: &Config, job_id: &str) -> Vec<Body> {
     let dir = config.store.flight_recorder_dir(job_id);
     let owner = match job_dir_owner(&dir) {
         Ok(Some(uid)) => uid,
@@ -233,6 +255,22 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn the_plugins_note_that_the_job_turned_the_recorder_off_reaches_the_export() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = node(tmp.path());
+        let note = config.store.flight_recorder_off_note("78");
+        std::fs::create_dir_all(note.parent().unwrap()).unwrap();
+        let why =
+            "flight recorder off by the job's own setting: TORCH_FR_DUMP_TEMP_FILE=/scratch/fr_";
+        std::fs::write(&note, why).unwrap();
+        assert_eq!(errors(&collect(&config, "78")), [why]);
+        // A link in the note's place is not followed.
+        std::fs::remove_file(&note).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", &note).unwrap();
+        assert!(collect(&config, "78").is_empty());
     }
 
     #[test]

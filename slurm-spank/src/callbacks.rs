@@ -286,6 +286,7 @@ unsafe fn start_recorder(sp: spank_t) -> Result<c_int, String> {
     let uid = item_u32(sp, ffi::spank_item_S_JOB_UID, "the job's uid")?;
     let gid = item_u32(sp, ffi::spank_item_S_JOB_GID, "the job's gid")?;
     let dir = recorder::prepare_dir(&store.flight_recorder_dir(&job.to_string()), uid, gid)?;
+    note_if_defeated(sp, &store.flight_recorder_off_note(&job.to_string()));
     for (name, value) in recorder::environment(choice, settings.flight_recorder_buffer, &dir) {
         let name = CString::new(name).map_err(|e| e.to_string())?;
         let value = CString::new(value).map_err(|e| e.to_string())?;
@@ -296,6 +297,33 @@ unsafe fn start_recorder(sp: spank_t) -> Result<c_int, String> {
         }
     }
     Ok(0)
+}
+
+/// When the job's own environment keeps its dumps from us, says so in the
+/// step's log and leaves the epilog a note beside the job's directory (in
+/// the parent only root writes; an existing note or link is left alone).
+unsafe fn note_if_defeated(sp: spank_t, note: &std::path::Path) {
+    let Some(why) = recorder::defeated_by(|name| job_env(sp, name)) else {
+        return;
+    };
+    log::error(&why);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(note)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, why.as_bytes()));
+    if let Err(e) = written {
+        log::verbose(&format!("{}: {e}", note.display()));
+    }
+}
+
+/// A variable of the job's environment, `None` when unset or unreadable.
+unsafe fn job_env(sp: spank_t, name: &str) -> Option<String> {
+    let name = CString::new(name).ok()?;
+    let mut buf = [0 as c_char; 4096];
+    (ffi::spank_getenv(sp, name.as_ptr(), buf.as_mut_ptr(), buf.len() as c_int)
+        == ffi::ESPANK_SUCCESS)
+        .then(|| CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
 }
 
 /// The node's config (its state directory, whether it has a spool). A

@@ -352,6 +352,42 @@ fn task_exits_name_the_node_whose_task_failed_first() {
 /// What a task saw of the flight-recorder variables, one line.
 const RECORDER_ECHO: &str = "echo ${TORCH_NCCL_TRACE_BUFFER_SIZE:-unset} ${TORCH_NCCL_DUMP_ON_TIMEOUT:-unset} ${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-unset} ${TORCH_NCCL_ENABLE_TIMING:-unset}";
 
+/// The recorder's current names (PyTorch 2.x reads them first; issue 46).
+const RECORDER_ECHO_FR: &str =
+    "echo ${TORCH_FR_BUFFER_SIZE:-unset} ${TORCH_FR_DUMP_ON_TIMEOUT:-unset} ${TORCH_FR_DUMP_TEMP_FILE:-unset}";
+
+/// A job that sends its dumps elsewhere keeps its choice, and the plugin
+/// leaves the epilog a note beside the job's directory saying so.
+fn user_prefix_is_kept_and_noted(c: &Cluster) {
+    let mine = output(
+        c,
+        "srun",
+        &[
+            "--flight-recorder=on",
+            "--export=ALL,TORCH_FR_DUMP_TEMP_FILE=/tmp/mine_",
+            "sh",
+            "-c",
+            "echo ${TORCH_FR_DUMP_TEMP_FILE:-unset} ${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-unset}",
+        ],
+    );
+    let words: Vec<String> = String::from_utf8_lossy(&mine.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(words.len(), 2, "{words:?} {}", stderr(&mine));
+    assert_eq!(words[0], "/tmp/mine_", "the user's own value is kept");
+    let job_dir = std::path::Path::new(&words[1]).parent().unwrap();
+    let note = job_dir.with_file_name(format!(
+        "{}.recorder-off",
+        job_dir.file_name().unwrap().to_string_lossy()
+    ));
+    let text = std::fs::read_to_string(&note).unwrap_or_default();
+    assert_eq!(
+        text,
+        "flight recorder off by the job's own setting: TORCH_FR_DUMP_TEMP_FILE=/tmp/mine_"
+    );
+}
+
 #[test]
 fn the_flight_recorder_is_set_for_the_tasks_when_the_site_or_the_user_turns_it_on() {
     lemonade_tests::skip_without_cluster!();
@@ -385,6 +421,21 @@ fn the_flight_recorder_is_set_for_the_tasks_when_the_site_or_the_user_turns_it_o
     assert!(words[2].ends_with("/nccl_trace_rank_"), "{words:?}");
     let dir = prefix.parent().unwrap();
     assert!(dir.is_dir(), "{}", dir.display());
+    // Both families, so that torch before and after the rename records,
+    // and one that has the new names reads them (no deprecation warning).
+    let fr = output(
+        &c,
+        "srun",
+        &["--flight-recorder=on", "sh", "-c", RECORDER_ECHO_FR],
+    );
+    let fr_words: Vec<String> = String::from_utf8_lossy(&fr.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(fr_words.len(), 3, "{fr_words:?} {}", stderr(&fr));
+    assert_eq!((fr_words[0].as_str(), fr_words[1].as_str()), ("2000", "1"));
+    assert!(fr_words[2].ends_with("/nccl_trace_rank_"), "{fr_words:?}");
+    user_prefix_is_kept_and_noted(&c);
     let bad = output(&c, "srun", &["--flight-recorder=loud", "true"]);
     assert!(!bad.status.success());
     assert!(
