@@ -49,6 +49,13 @@ pub struct Report<'a> {
     pub false_discovery_rate: f64,
     pub thresholds: &'a [(Signal, f64)],
     pub flagged: Vec<&'a Verdict>,
+    /// Nodes with exactly one uncaught failure their own job log pinned on
+    /// their hardware: what counting cannot see yet. Never drained.
+    pub watch_list: Vec<&'a Verdict>,
+    /// The log tier's cut (`[lemon] log_p_value`) and the fleet's rate of
+    /// log-witnessed failures it is tested against.
+    pub log_p_cutoff: f64,
+    pub log_rate_per_1000_node_days: f64,
     /// The next-worst nodes, for context.
     pub others: Vec<&'a Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,6 +104,9 @@ impl<'a> Report<'a> {
             false_discovery_rate: scores.false_discovery_rate,
             thresholds: &scores.thresholds.values,
             flagged: scores.flagged().collect(),
+            watch_list: scores.watch_list().collect(),
+            log_p_cutoff: scores.log_p_cutoff,
+            log_rate_per_1000_node_days: scores.log_rate_per_1000_node_days,
             others: scores
                 .verdicts
                 .iter()
@@ -183,7 +193,11 @@ impl<'a> Report<'a> {
     /// evidence, every shown node's signals, what was done, and the
     /// decision history.
     pub fn document(&self) -> Document<'static> {
-        let mut sections = vec![self.flagged_section(), self.nodes_section()];
+        let mut sections = vec![
+            self.flagged_section(),
+            self.watch_section(),
+            self.nodes_section(),
+        ];
         sections.extend(self.actions.map(actions_section));
         sections.extend((self.validation_step).map(crate::validate::report::step_section));
         sections.push(self.history_section());
@@ -239,6 +253,39 @@ impl<'a> Report<'a> {
         } else {
             s.with(Block::List(items))
         }
+    }
+
+    /// The watch list: each node with its one log-witnessed failure. Said
+    /// to be no drain, so nobody reads it as one.
+    fn watch_section(&self) -> Section<'static> {
+        let s = Section::new(format!("Watch list ({})", self.watch_list.len()));
+        if self.watch_list.is_empty() {
+            return s;
+        }
+        let items: Vec<Item> = self
+            .watch_list
+            .iter()
+            .map(|v| {
+                let mut item = Item::new(vec![
+                    Span::Strong(v.signals.node.clone()),
+                    ": one uncaught failure its own job log pinned on its hardware; not drained, one more makes it testable".into(),
+                ]);
+                item.children = v
+                    .signals
+                    .evidence
+                    .iter()
+                    .filter(|j| j.rule == crate::attribute::Rule::JobLog && !j.caught_by_check)
+                    .map(|j| {
+                        Item::new(vec![
+                            Span::Code(j.job_id.clone()),
+                            format!(" {} {}", db::fmt_time(j.end), j.detail).into(),
+                        ])
+                    })
+                    .collect();
+                item
+            })
+            .collect();
+        s.with(Block::List(items))
     }
 
     /// Every shown node's signals against the thresholds; tripped rules
@@ -319,8 +366,18 @@ impl<'a> Report<'a> {
         )
     }
 
-    /// What made a count improbable in this scoring.
+    /// What made a count improbable in this scoring: the weighed count's
+    /// cut, then the log tier's.
     fn cut_text(&self) -> String {
+        format!(
+            "{}; failures a job's log pinned on the node's own hardware: a Poisson tail at most {} against {:.3} per 1000 node-days",
+            self.count_cut_text(),
+            p_text(self.log_p_cutoff),
+            self.log_rate_per_1000_node_days
+        )
+    }
+
+    fn count_cut_text(&self) -> String {
         if self.false_discovery_rate > 0.0 {
             format!(
                 "improbable: a Poisson tail at most {} (the false-discovery cut at rate {} over {} nodes)",
