@@ -511,7 +511,71 @@ fn caught_text(j: &crate::signals::BlamedJob) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::{p_equals, p_text};
+    use super::{p_equals, p_text, Format, Report};
+    use crate::attribute::Rule;
+    use crate::decide::decide;
+    use crate::signals::{BlamedJob, FleetSignals, NodeSignals};
+    use lemonade_config::LemonSettings;
+
+    /// A fleet where `seen` has one uncaught failure its log pinned on it
+    /// and `quiet` one that only an exit code blames.
+    fn scores() -> crate::decide::Scores {
+        let job = |id: &str, rule| BlamedJob {
+            job_id: id.into(),
+            end: 1_700_000_000,
+            user: "u".into(),
+            rule,
+            category: "job_log".into(),
+            detail: "Xid 79 on this node".into(),
+            caught_by_check: false,
+        };
+        let node = |name: &str, id: i64, rule: Rule, log: u32| NodeSignals {
+            node: name.into(),
+            node_id: id,
+            failing_jobs: vec![format!("{name}-1")],
+            failing_days: 1,
+            uncaught_fails: 1,
+            uncaught_days: 1,
+            uncaught_log_fails: log,
+            uncaught_log_days: log,
+            node_days: 28.0,
+            evidence: vec![job(&format!("{name}-1"), rule)],
+            ..NodeSignals::default()
+        };
+        let nodes = vec![
+            node("seen", 1, Rule::JobLog, 1),
+            node("quiet", 2, Rule::NodeExit, 0),
+        ];
+        let fleet = FleetSignals {
+            nodes,
+            ..FleetSignals::default()
+        };
+        decide(fleet, &LemonSettings::default())
+    }
+
+    #[test]
+    fn the_report_lists_a_node_with_one_log_witnessed_failure_on_its_watch_list_in_every_format() {
+        let scores = scores();
+        let report = Report::new(&scores, 28, 5, 1_700_000_100, None, Vec::new());
+        let text = report.render(Format::Text);
+        assert!(text.contains("Watch list (1)"), "{text}");
+        assert!(text.contains("Flagged nodes (0)"), "{text}");
+        let listed = text.split("Watch list (1)").nth(1).unwrap();
+        assert!(
+            listed.contains("seen") && listed.contains("seen-1"),
+            "{text}"
+        );
+        let html = report.render(Format::Html);
+        assert!(html.contains("Watch list (1)"), "{html}");
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        let watched: Vec<&str> = json["watch_list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["signals"]["node"].as_str().unwrap())
+            .collect();
+        assert_eq!(watched, ["seen"]);
+    }
 
     #[test]
     fn probabilities_below_double_precision_read_as_a_bound() {
