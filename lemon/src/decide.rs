@@ -229,7 +229,12 @@ fn judge(s: NodeSignals, thresholds: &Thresholds, bg: Background, cfg: &LemonSet
     let configured_trips = tripped.iter().filter(|t| t.configured).count();
     let witnessed = s.uncaught_witnessed;
     let (log_p_value, log_tripped) = log_tier(&s, bg.log_rate, cfg);
-    let repeat_offender = cfg.repeat_out_count > 0 && s.out_returns >= cfg.repeat_out_count;
+    // Outages the checks caught alone flagged about one healthy node in five
+    // runs of 512 (three caught faults in a window are not that rare); a
+    // node that also failed a job no check caught is the repeat offender
+    // the paper's out_count is for.
+    let repeat_offender =
+        cfg.repeat_out_count > 0 && s.out_returns >= cfg.repeat_out_count && s.uncaught_fails >= 1;
     let flagged = (gate(s.uncaught_fails, witnessed, s.uncaught_days) && poisson_tripped)
         || (gate(s.fails(), 0, s.failing_days) && configured_trips >= 2)
         || log_tripped
@@ -655,6 +660,16 @@ mod tests {
         let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
         assert_eq!(flagged, ["flapper"]);
         assert!(scores.verdicts[0].repeat_offender);
+        // Outages the checks caught, and nothing else: not a repeat offender.
+        let mut caught_only = nodes.clone();
+        let last = caught_only.len() - 3;
+        caught_only[last].uncaught_fails = 0;
+        assert_eq!(
+            decide(fleet(caught_only), &LemonSettings::default())
+                .flagged()
+                .count(),
+            0
+        );
         let r = reason(&scores.verdicts[0], 28);
         assert!(r.starts_with("lemon: out 3x/28d 1 fails"), "{r}");
         let off = LemonSettings {

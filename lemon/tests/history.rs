@@ -407,6 +407,17 @@ fn a_node_the_checks_took_out_three_times_is_flagged_and_one_long_repair_is_not(
         t + 12 * day
     ));
     ingest::events::ingest_text(&mut f.conn, &events, "events").unwrap();
+    // Each also lost one job that no check caught, days after its outages.
+    let at = t + 14 * day;
+    let jobs: String = [flapper, repaired]
+        .iter()
+        .enumerate()
+        .map(|(k, node)| {
+            let id = f.truth.next_job_id + k as i64;
+            format!("{id}|{id}|{node}|1|NODE_FAIL|0:0|0:0|{}|{}|{at}|3600|batch|alice|billing=8,cpu=64,gres/gpu=8,mem=512G,node=1\n", at - 4000, at - 3600)
+        })
+        .collect();
+    ingest::sacct::ingest_reader(&f.conn, jobs.as_bytes(), "jobs", f.truth.end).unwrap();
     let scores = app::score(&f.conn, &Config::default(), f.truth.end + 60).unwrap();
     let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
     assert!(flagged.contains(&flapper), "{flagged:?}");
