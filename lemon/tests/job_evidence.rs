@@ -611,6 +611,22 @@ mod detection {
             let f = load(&HistorySpec::realistic(seed, 30.0), logs);
             let scores = app::score(&f.conn, cfg, f.truth.end + 60).unwrap();
             let got: Vec<String> = scores.flagged().map(|v| v.signals.node.clone()).collect();
+            for v in scores
+                .flagged()
+                .filter(|v| !f.truth.lemons.contains(&v.signals.node))
+            {
+                eprintln!(
+                    "seed {seed}: healthy {} flagged: {}",
+                    v.signals.node,
+                    lemon::decide::reason(v, 28)
+                );
+            }
+            eprintln!(
+                "seed {seed}: per 1000 node-days {:.3} uncaught, {:.3} log-witnessed; watch list {}",
+                scores.uncaught_rate_per_1000_node_days,
+                scores.log_rate_per_1000_node_days,
+                scores.watch_list().count()
+            );
             let since = f.truth.end + 60 - 28 * 86_400;
             let reach = reachable(&f.truth, since);
             e.reachable += reach.len();
