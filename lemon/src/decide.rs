@@ -230,11 +230,14 @@ fn judge(s: NodeSignals, thresholds: &Thresholds, bg: Background, cfg: &LemonSet
     let witnessed = s.uncaught_witnessed;
     let (log_p_value, log_tripped) = log_tier(&s, bg.log_rate, cfg);
     // Outages the checks caught alone flagged about one healthy node in five
-    // runs of 512 (three caught faults in a window are not that rare); a
-    // node that also failed a job no check caught is the repeat offender
-    // the paper's out_count is for.
-    let repeat_offender =
-        cfg.repeat_out_count > 0 && s.out_returns >= cfg.repeat_out_count && s.uncaught_fails >= 1;
+    // runs of 512 (three caught faults in a window are not that rare), and
+    // a weighed failure beside them flagged a node a crashing array had
+    // been blamed on; a node that also failed a job no check caught, which
+    // Slurm or the job's log saw it fail, is the repeat offender the
+    // paper's out_count is for.
+    let repeat_offender = cfg.repeat_out_count > 0
+        && s.out_returns >= cfg.repeat_out_count
+        && s.uncaught_witnessed >= 1;
     let flagged = (gate(s.uncaught_fails, witnessed, s.uncaught_days) && poisson_tripped)
         || (gate(s.fails(), 0, s.failing_days) && configured_trips >= 2)
         || log_tripped
@@ -651,10 +654,13 @@ mod tests {
         let mut nodes = issue_fleet();
         let mut flapper = node("flapper", 1, 1, 28.0);
         (flapper.out_count, flapper.out_returns) = (3, 3);
+        flapper.uncaught_witnessed = 1;
         let mut repaired = node("repaired", 1, 1, 28.0);
         (repaired.out_count, repaired.out_returns) = (1, 1);
+        repaired.uncaught_witnessed = 1;
         let mut still_out = node("still_out", 1, 1, 28.0);
         (still_out.out_count, still_out.out_returns) = (3, 2);
+        still_out.uncaught_witnessed = 1;
         nodes.extend([flapper, repaired, still_out]);
         let scores = decide(fleet(nodes.clone()), &LemonSettings::default());
         let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
@@ -663,7 +669,7 @@ mod tests {
         // Outages the checks caught, and nothing else: not a repeat offender.
         let mut caught_only = nodes.clone();
         let last = caught_only.len() - 3;
-        caught_only[last].uncaught_fails = 0;
+        caught_only[last].uncaught_witnessed = 0;
         assert_eq!(
             decide(fleet(caught_only), &LemonSettings::default())
                 .flagged()
