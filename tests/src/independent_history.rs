@@ -22,7 +22,7 @@ use sim::{node_name, Fault, Request, Sim, User};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -89,6 +89,16 @@ pub struct IndependentHistory {
 }
 
 impl IndependentHistory {
+    /// Writes the dump and the events as `sacct.txt` and `events.txt` in
+    /// `dir`, for `lemon ingest --sacct-file` and `--events-file` style runs;
+    /// returns their paths.
+    pub fn write_inputs(&self, dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+        let (sacct, events) = (dir.join("sacct.txt"), dir.join("events.txt"));
+        std::fs::write(&sacct, &self.sacct)?;
+        std::fs::write(&events, &self.events)?;
+        Ok((sacct, events))
+    }
+
     fn window_start(&self) -> i64 {
         self.end - i64::from(self.window_days) * 86_400
     }

@@ -73,7 +73,7 @@ fn other_rank(job: &LogJob, node: usize, rng: &mut Rng) -> usize {
 /// The line the node's own hardware leaves, on a rank placed on it or with
 /// its host's NCCL prefix.
 fn witness(job: &LogJob, cause: Cause, rank: usize, out: &mut String) {
-    let p = job_prefix(job, rank);
+    let p = job.prefix(rank);
     let nccl = nccl_prefix(job, rank);
     match cause {
         Cause::Gpu => {
@@ -100,13 +100,6 @@ fn witness(job: &LogJob, cause: Cause, rank: usize, out: &mut String) {
     }
 }
 
-fn job_prefix(job: &LogJob, rank: usize) -> String {
-    match job.launcher {
-        Launcher::Torchrun => format!("[rank{rank}]:"),
-        Launcher::SrunLabel => format!("{rank}: "),
-    }
-}
-
 fn nccl_prefix(job: &LogJob, rank: usize) -> String {
     let pid = 100_000 + (job.job_id as usize % 50_000) + rank;
     format!("{}:{pid}:{} [{}]", job.hosts[rank / 8], pid + 37, rank % 8)
@@ -118,6 +111,12 @@ fn watchdog_timeouts(job: &LogJob, node: usize, rng: &mut Rng, out: &mut String)
     let seq = rng.range(1000, 90_000);
     for _ in 0..3 {
         let r = other_rank(job, node, rng);
+        // c10's own `[rankN]:` prefix; srun --label puts its task number first.
+        let label = match job.launcher {
+            Launcher::Torchrun => String::new(),
+            Launcher::SrunLabel => format!("{r}: "),
+        };
+        out.push_str(&label);
         let _ = writeln!(out, "[rank{r}]:[E{} ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=67108864, NumelOut=67108864, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.", glog_at(job.end - 5));
     }
 }

@@ -98,10 +98,11 @@ impl LogJob<'_> {
         self.hosts.len() * 8
     }
 
-    fn prefix(&self, rank: usize) -> String {
+    /// The prefix of a rank's own lines (each is followed by a space).
+    pub fn prefix(&self, rank: usize) -> String {
         match self.launcher {
             Launcher::Torchrun => format!("[rank{rank}]:"),
-            Launcher::SrunLabel => format!("{rank}: "),
+            Launcher::SrunLabel => format!("{rank}:"),
         }
     }
 

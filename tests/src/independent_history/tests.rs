@@ -226,3 +226,20 @@ fn independent_history_figures() {
         );
     }
 }
+
+#[test]
+#[ignore = "writes a history to $DUMP_DIR for reading by eye"]
+fn dump_a_history() {
+    let dir = std::path::PathBuf::from(std::env::var("DUMP_DIR").unwrap());
+    std::fs::create_dir_all(dir.join("logs")).unwrap();
+    let h = generate(&IndependentHistorySpec::new(1), &dir.join("logs"), 4242).unwrap();
+    h.write_inputs(&dir).unwrap();
+    std::fs::write(
+        dir.join("failures.txt"),
+        format!(
+            "{:#?}\n{:?}\nflapper {}\nlong {}\nconf {:?}",
+            h.failures, h.lemons, h.flapper, h.long_repair, h.confounder_nodes
+        ),
+    )
+    .unwrap();
+}
