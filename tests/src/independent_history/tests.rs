@@ -232,13 +232,22 @@ fn independent_history_figures() {
 fn dump_a_history() {
     let dir = std::path::PathBuf::from(std::env::var("DUMP_DIR").unwrap());
     std::fs::create_dir_all(dir.join("logs")).unwrap();
-    let h = generate(&IndependentHistorySpec::new(1), &dir.join("logs"), 4242).unwrap();
+    let seed = std::env::var("DUMP_SEED").map_or(1, |s| s.parse().unwrap());
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let h = generate(&IndependentHistorySpec::new(seed), &dir.join("logs"), uid).unwrap();
     h.write_inputs(&dir).unwrap();
     std::fs::write(
         dir.join("failures.txt"),
         format!(
-            "{:#?}\n{:?}\nflapper {}\nlong {}\nconf {:?}",
-            h.failures, h.lemons, h.flapper, h.long_repair, h.confounder_nodes
+            "{:#?}\nlemons {:?}\nreachable {:?}\nflapper {}\nlong {}\nconf {:?}\nend {}",
+            h.failures,
+            h.lemons,
+            h.reachable_lemons(),
+            h.flapper,
+            h.long_repair,
+            h.confounder_nodes,
+            h.end
         ),
     )
     .unwrap();
