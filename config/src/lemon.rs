@@ -188,4 +188,19 @@ mod tests {
         .unwrap_err();
         assert!(err.message.contains("ticket"), "{err}");
     }
+
+    #[test]
+    fn the_evidence_tiers_and_repeat_offenders_are_on_by_default_and_can_be_set() {
+        let cfg = load_str("", Path::new("t.toml"), None).unwrap().lemon;
+        assert_eq!(
+            (cfg.log_p_value, cfg.log_min_jobs, cfg.repeat_out_count),
+            (1e-3, 2, 3)
+        );
+        let text = "[lemon]\nlog_p_value = 2e-3\nlog_min_jobs = 0\nrepeat_out_count = 0\n";
+        let cfg = load_str(text, Path::new("t.toml"), None).unwrap().lemon;
+        assert_eq!(
+            (cfg.log_p_value, cfg.log_min_jobs, cfg.repeat_out_count),
+            (2e-3, 0, 0)
+        );
+    }
 }
