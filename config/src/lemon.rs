@@ -37,6 +37,22 @@ pub struct LemonSettings {
     /// given the fleet's failure rate (Poisson test), whatever the
     /// false-discovery cut says.
     pub p_value: f64,
+    /// Tail probability below which a node's count of failures witnessed
+    /// by its own hardware lines in the jobs' logs is improbable, given the
+    /// fleet's rate of such failures. Its own cut, looser than `p_value`:
+    /// such a failure is a fact about the node, not a weighing of exit
+    /// codes, and the fleet's rate of them is far lower. On 512 nodes
+    /// 1e-3 allows at most 0.5 false flags per run, and fewer in practice
+    /// since a count of at least `log_min_jobs` on two days is needed.
+    pub log_p_value: f64,
+    /// A node is flagged by its log-witnessed failures alone only with at
+    /// least this many of them (on `min_failing_days` days). 0: the log
+    /// tier is off, and those failures weigh like any other.
+    pub log_min_jobs: u32,
+    /// Repeat offenders: a node the health checks took out of service at
+    /// least this many times in the window, and that came back to service
+    /// each time, is flagged (`lemon: out 3x/28d`). 0: off.
+    pub repeat_out_count: u32,
     /// Expected share of healthy nodes among the improbable ones: the
     /// Benjamini-Hochberg cut over the fleet's Poisson tails (0 turns it
     /// off, leaving `p_value` alone).
@@ -85,6 +101,9 @@ impl Default for LemonSettings {
             signatures: None,
             p_value: 1e-4,
             false_discovery_rate: 0.1,
+            log_p_value: 1e-3,
+            log_min_jobs: 2,
+            repeat_out_count: 3,
             min_failing_jobs: 3,
             min_witnessed_jobs: 2,
             min_failing_days: 2,
@@ -168,5 +187,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.message.contains("ticket"), "{err}");
+    }
+
+    #[test]
+    fn the_evidence_tiers_and_repeat_offenders_are_on_by_default_and_can_be_set() {
+        let cfg = load_str("", Path::new("t.toml"), None).unwrap().lemon;
+        assert_eq!(
+            (cfg.log_p_value, cfg.log_min_jobs, cfg.repeat_out_count),
+            (1e-3, 2, 3)
+        );
+        let text = "[lemon]\nlog_p_value = 2e-3\nlog_min_jobs = 0\nrepeat_out_count = 0\n";
+        let cfg = load_str(text, Path::new("t.toml"), None).unwrap().lemon;
+        assert_eq!(
+            (cfg.log_p_value, cfg.log_min_jobs, cfg.repeat_out_count),
+            (2e-3, 0, 0)
+        );
     }
 }

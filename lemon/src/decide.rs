@@ -55,7 +55,18 @@ pub struct Verdict {
     /// The tail below which a count was improbable in this scoring.
     pub p_cutoff: f64,
     pub poisson_tripped: bool,
+    /// P(X >= log-witnessed failures) under the fleet's rate of them.
+    pub log_p_value: f64,
+    /// The log tier flagged the node: enough failures its own job logs
+    /// pinned on its hardware, on enough days, at a tail below `log_p_value`.
+    pub log_tripped: bool,
+    /// The checks took the node out `repeat_out_count` times or more and it
+    /// came back each time.
+    pub repeat_offender: bool,
     pub flagged: bool,
+    /// Not flagged, but one uncaught failure its own log pinned on its
+    /// hardware: what counting cannot see yet, shown and never drained.
+    pub watch: bool,
 }
 
 /// The thresholds in force for one scoring.
@@ -89,6 +100,9 @@ pub struct Scores {
     /// The same for the failures no health check caught: what a node's
     /// count is tested against.
     pub uncaught_rate_per_1000_node_days: f64,
+    /// The same for the uncaught failures a job's log pinned on the node's
+    /// own hardware: what the log tier tests against.
+    pub log_rate_per_1000_node_days: f64,
     /// The fleet's exposure: node-days of runtime in the window.
     pub fleet_node_days: f64,
     /// `[lemon] min_report_node_days`: below it reports withhold the rates.
@@ -100,6 +114,8 @@ pub struct Scores {
     pub p_cutoff: f64,
     /// The false-discovery rate that cut was set for (0: `p_value` alone).
     pub false_discovery_rate: f64,
+    /// The log tier's cut (`[lemon] log_p_value`).
+    pub log_p_cutoff: f64,
     pub thresholds: Thresholds,
     /// All nodes, worst first.
     pub verdicts: Vec<Verdict>,
@@ -109,6 +125,12 @@ impl Scores {
     /// The flagged nodes, worst first.
     pub fn flagged(&self) -> impl Iterator<Item = &Verdict> {
         self.verdicts.iter().filter(|v| v.flagged)
+    }
+
+    /// The watch list: nodes with one uncaught failure their own log pinned
+    /// on their hardware, not flagged.
+    pub fn watch_list(&self) -> impl Iterator<Item = &Verdict> {
+        self.verdicts.iter().filter(|v| v.watch)
     }
 }
 
@@ -153,15 +175,31 @@ fn thresholds(fleet: &FleetSignals, cfg: &LemonSettings) -> Thresholds {
     }
 }
 
-/// The verdict on one node given the fleet's hardware rate per node-day
-/// and the tail below which a count is improbable.
-fn judge(
-    s: NodeSignals,
-    thresholds: &Thresholds,
+/// The fleet's rates per node-day that a node's counts are tested against,
+/// and the tail below which the weighed count is improbable.
+#[derive(Debug, Clone, Copy)]
+struct Background {
+    /// Uncaught failures of any evidence.
     rate: f64,
     p_cutoff: f64,
-    cfg: &LemonSettings,
-) -> Verdict {
+    /// Uncaught failures the job's log pinned on the node's own hardware.
+    log_rate: f64,
+}
+
+/// The log tier: failures witnessed by the node's own lines in the jobs'
+/// logs, tested on their own against the fleet's rate of such failures.
+fn log_tier(s: &NodeSignals, log_rate: f64, cfg: &LemonSettings) -> (f64, bool) {
+    let p = poisson_tail(s.uncaught_log_fails, log_rate * s.node_days);
+    let tripped = cfg.log_min_jobs > 0
+        && s.uncaught_log_fails >= cfg.log_min_jobs
+        && s.uncaught_log_days >= cfg.min_failing_days
+        && p <= cfg.log_p_value;
+    (p, tripped)
+}
+
+/// The verdict on one node given the fleet's background.
+fn judge(s: NodeSignals, thresholds: &Thresholds, bg: Background, cfg: &LemonSettings) -> Verdict {
+    let (rate, p_cutoff) = (bg.rate, bg.p_cutoff);
     let tripped: Vec<Trip> = thresholds
         .values
         .iter()
@@ -190,8 +228,21 @@ fn judge(
     // may flag a node without the Poisson test.
     let configured_trips = tripped.iter().filter(|t| t.configured).count();
     let witnessed = s.uncaught_witnessed;
+    let (log_p_value, log_tripped) = log_tier(&s, bg.log_rate, cfg);
+    // Outages the checks caught alone flagged about one healthy node in five
+    // runs of 512 (three caught faults in a window are not that rare), and
+    // a weighed failure beside them flagged a node a crashing array had
+    // been blamed on; a node that also failed a job no check caught, which
+    // Slurm or the job's log saw it fail, is the repeat offender the
+    // paper's out_count is for.
+    let repeat_offender = cfg.repeat_out_count > 0
+        && s.out_returns >= cfg.repeat_out_count
+        && s.uncaught_witnessed >= 1;
     let flagged = (gate(s.uncaught_fails, witnessed, s.uncaught_days) && poisson_tripped)
-        || (gate(s.fails(), 0, s.failing_days) && configured_trips >= 2);
+        || (gate(s.fails(), 0, s.failing_days) && configured_trips >= 2)
+        || log_tripped
+        || repeat_offender;
+    let watch = !flagged && s.uncaught_log_fails == 1;
     Verdict {
         signals: s,
         tripped,
@@ -199,7 +250,11 @@ fn judge(
         expected_fails: expected,
         p_cutoff,
         poisson_tripped,
+        log_p_value,
+        log_tripped,
+        repeat_offender,
         flagged,
+        watch,
     }
 }
 
@@ -263,23 +318,33 @@ fn hardware_rate(
 pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
     let thresholds = thresholds(&fleet, cfg);
     let uncaught = |s: &NodeSignals| s.uncaught_fails;
+    let logged = |s: &NodeSignals| s.uncaught_log_fails;
     let first = hardware_rate(&fleet.nodes, &|_| true, uncaught);
-    let first_cut = improbable_below(&fleet.nodes, first, cfg);
+    let first_bg = Background {
+        rate: first,
+        p_cutoff: improbable_below(&fleet.nodes, first, cfg),
+        log_rate: hardware_rate(&fleet.nodes, &|_| true, logged),
+    };
     let lemons: std::collections::HashSet<i64> = fleet
         .nodes
         .iter()
-        .filter(|s| judge((*s).clone(), &thresholds, first, first_cut, cfg).flagged)
+        .filter(|s| judge((*s).clone(), &thresholds, first_bg, cfg).flagged)
         .map(|s| s.node_id)
         .collect();
     let not_lemon = |s: &NodeSignals| !lemons.contains(&s.node_id);
     let rate = hardware_rate(&fleet.nodes, &not_lemon, uncaught);
     let all_rate = hardware_rate(&fleet.nodes, &not_lemon, NodeSignals::fails);
-    let p_cutoff = improbable_below(&fleet.nodes, rate, cfg);
+    let bg = Background {
+        rate,
+        p_cutoff: improbable_below(&fleet.nodes, rate, cfg),
+        log_rate: hardware_rate(&fleet.nodes, &not_lemon, logged),
+    };
+    let p_cutoff = bg.p_cutoff;
     let fleet_node_days = fleet.nodes.iter().map(|s| s.node_days).sum();
     let mut verdicts: Vec<Verdict> = fleet
         .nodes
         .into_iter()
-        .map(|s| judge(s, &thresholds, rate, p_cutoff, cfg))
+        .map(|s| judge(s, &thresholds, bg, cfg))
         .collect();
     verdicts.sort_by(|a, b| {
         b.flagged
@@ -295,6 +360,7 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
         fleet_nodes: verdicts.len(),
         fleet_rate_per_1000_node_days: all_rate * 1000.0,
         uncaught_rate_per_1000_node_days: rate * 1000.0,
+        log_rate_per_1000_node_days: bg.log_rate * 1000.0,
         fleet_node_days,
         min_report_node_days: cfg.min_report_node_days,
         attributed_failures: fleet.attributed_failures,
@@ -302,6 +368,7 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
         user_error_failures: fleet.user_error_failures,
         p_cutoff,
         false_discovery_rate: cfg.false_discovery_rate.max(0.0),
+        log_p_cutoff: cfg.log_p_value,
         thresholds,
         verdicts,
     }
@@ -314,12 +381,28 @@ pub const P_FLOOR: f64 = 1e-12;
 
 /// The Slurm reason of a lemon drain: the failure count and window first, so
 /// that `sinfo -R`'s 20 characters show it (`lemon: 6 fails/28d`), then the rules.
+///
+/// A repeat offender flagged by nothing else says so first instead
+/// (`lemon: out 3x/28d 1 fails`), and a node flagged by its logs alone
+/// shows the log tier's tail (`log p=2e-3`).
 pub fn reason(v: &Verdict, window_days: u32) -> String {
-    let mut r = format!("{} fails/{}d", v.signals.fails(), window_days);
+    let counted = v.poisson_tripped || v.log_tripped;
+    let mut r = if v.repeat_offender && !counted {
+        format!(
+            "out {}x/{}d {} fails",
+            v.signals.out_returns,
+            window_days,
+            v.signals.fails()
+        )
+    } else {
+        format!("{} fails/{}d", v.signals.fails(), window_days)
+    };
     if v.poisson_tripped && v.p_value < P_FLOOR {
         r.push_str(" p<1e-12");
     } else if v.poisson_tripped {
         r.push_str(&format!(" p={:.0e}", v.p_value));
+    } else if v.log_tripped {
+        r.push_str(&format!(" log p={:.0e}", v.log_p_value.max(P_FLOOR)));
     }
     for t in &v.tripped {
         r.push_str(&format!(" {}={}", t.signal.short(), fmt_value(t.value)));
@@ -355,7 +438,11 @@ mod tests {
         }
     }
 
-    fn fleet(nodes: Vec<NodeSignals>) -> FleetSignals {
+    fn fleet(mut nodes: Vec<NodeSignals>) -> FleetSignals {
+        // Distinct ids: the second pass leaves the first pass's lemons out by id.
+        for (i, n) in nodes.iter_mut().enumerate() {
+            n.node_id = i as i64 + 1;
+        }
         FleetSignals {
             attributed_failures: nodes.iter().map(|n| u64::from(n.fails())).sum(),
             node_days: nodes.iter().map(|n| n.node_days).sum(),
@@ -507,6 +594,117 @@ mod tests {
         let scores = decide(fleet(nodes), &cfg);
         let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
         assert_eq!(flagged, ["caught"]);
+    }
+
+    /// 512 nodes as the issue's fleet: one uncaught failure on every 12th
+    /// node (0.08 expected per node in the window), one in every 128
+    /// named by its own log.
+    fn issue_fleet() -> Vec<NodeSignals> {
+        (0..512)
+            .map(|i| {
+                let mut n = node(&format!("n{i:04}"), u32::from(i % 12 == 0), 1, 28.0);
+                n.uncaught_log_fails = u32::from(i % 128 == 0);
+                n.uncaught_log_days = n.uncaught_log_fails;
+                n
+            })
+            .collect()
+    }
+
+    fn logged(name: &str, fails: u32, days: u32) -> NodeSignals {
+        let mut n = node(name, fails, days, 28.0);
+        (
+            n.uncaught_witnessed,
+            n.uncaught_log_fails,
+            n.uncaught_log_days,
+        ) = (fails, fails, days);
+        n
+    }
+
+    #[test]
+    fn two_failures_pinned_on_a_node_by_its_own_logs_flag_it_and_two_exit_codes_do_not() {
+        let mut nodes = issue_fleet();
+        // Against all uncaught failures its tail is about 3e-3, above the
+        // strict cut; against the rarer log-witnessed ones it is improbable.
+        nodes.push(logged("logged", 2, 2));
+        nodes.push(node("exit_codes", 2, 2, 28.0));
+        nodes.push(logged("one_day", 2, 1));
+        let scores = decide(fleet(nodes), &LemonSettings::default());
+        let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
+        assert_eq!(flagged, ["logged"]);
+        let v = &scores.verdicts[0];
+        assert!(v.log_tripped && !v.poisson_tripped, "{v:?}");
+        assert!(v.p_value > 1e-3 && v.log_p_value < 1e-3, "{v:?}");
+        assert!(reason(v, 28).contains(" log p="), "{}", reason(v, 28));
+        assert!(scores.log_rate_per_1000_node_days < scores.uncaught_rate_per_1000_node_days);
+    }
+
+    #[test]
+    fn with_the_log_tier_off_log_witnessed_failures_weigh_like_any_other() {
+        let mut nodes = issue_fleet();
+        nodes.push(logged("logged", 2, 2));
+        let cfg = LemonSettings {
+            log_min_jobs: 0,
+            ..LemonSettings::default()
+        };
+        assert_eq!(decide(fleet(nodes), &cfg).flagged().count(), 0);
+    }
+
+    #[test]
+    fn a_node_the_checks_took_out_three_times_and_back_is_a_repeat_offender() {
+        let mut nodes = issue_fleet();
+        let mut flapper = node("flapper", 1, 1, 28.0);
+        (flapper.out_count, flapper.out_returns) = (3, 3);
+        flapper.uncaught_witnessed = 1;
+        let mut repaired = node("repaired", 1, 1, 28.0);
+        (repaired.out_count, repaired.out_returns) = (1, 1);
+        repaired.uncaught_witnessed = 1;
+        let mut still_out = node("still_out", 1, 1, 28.0);
+        (still_out.out_count, still_out.out_returns) = (3, 2);
+        still_out.uncaught_witnessed = 1;
+        nodes.extend([flapper, repaired, still_out]);
+        let scores = decide(fleet(nodes.clone()), &LemonSettings::default());
+        let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
+        assert_eq!(flagged, ["flapper"]);
+        assert!(scores.verdicts[0].repeat_offender);
+        // Outages the checks caught, and nothing else: not a repeat offender.
+        let mut caught_only = nodes.clone();
+        let last = caught_only.len() - 3;
+        caught_only[last].uncaught_witnessed = 0;
+        assert_eq!(
+            decide(fleet(caught_only), &LemonSettings::default())
+                .flagged()
+                .count(),
+            0
+        );
+        let r = reason(&scores.verdicts[0], 28);
+        assert!(r.starts_with("lemon: out 3x/28d 1 fails"), "{r}");
+        let off = LemonSettings {
+            repeat_out_count: 0,
+            ..LemonSettings::default()
+        };
+        assert_eq!(decide(fleet(nodes), &off).flagged().count(), 0);
+    }
+
+    #[test]
+    fn one_log_witnessed_failure_puts_a_node_on_the_watch_list_and_never_flags_it() {
+        let mut nodes = issue_fleet();
+        nodes.push(logged("lemon", 3, 3));
+        let scores = decide(fleet(nodes), &LemonSettings::default());
+        let watched: Vec<_> = scores
+            .watch_list()
+            .map(|v| v.signals.node.as_str())
+            .collect();
+        // n0000, n0128, n0256, n0384 carry one each; the flagged lemon is not listed.
+        assert_eq!(watched.len(), 4, "{watched:?}");
+        assert!(watched.iter().all(|n| n.starts_with("n0")));
+        assert!(scores.watch_list().all(|v| !v.flagged));
+        assert_eq!(
+            scores
+                .flagged()
+                .map(|v| v.signals.node.as_str())
+                .collect::<Vec<_>>(),
+            ["lemon"]
+        );
     }
 
     #[test]

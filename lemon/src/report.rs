@@ -49,6 +49,13 @@ pub struct Report<'a> {
     pub false_discovery_rate: f64,
     pub thresholds: &'a [(Signal, f64)],
     pub flagged: Vec<&'a Verdict>,
+    /// Nodes with exactly one uncaught failure their own job log pinned on
+    /// their hardware: what counting cannot see yet. Never drained.
+    pub watch_list: Vec<&'a Verdict>,
+    /// The log tier's cut (`[lemon] log_p_value`) and the fleet's rate of
+    /// log-witnessed failures it is tested against.
+    pub log_p_cutoff: f64,
+    pub log_rate_per_1000_node_days: f64,
     /// The next-worst nodes, for context.
     pub others: Vec<&'a Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -102,6 +109,9 @@ impl<'a> Report<'a> {
             false_discovery_rate: scores.false_discovery_rate,
             thresholds: &scores.thresholds.values,
             flagged: scores.flagged().collect(),
+            watch_list: scores.watch_list().collect(),
+            log_p_cutoff: scores.log_p_cutoff,
+            log_rate_per_1000_node_days: scores.log_rate_per_1000_node_days,
             others: scores
                 .verdicts
                 .iter()
@@ -209,7 +219,11 @@ impl<'a> Report<'a> {
     /// evidence, every shown node's signals, what was done, and the
     /// decision history.
     pub fn document(&self) -> Document<'static> {
-        let mut sections = vec![self.flagged_section(), self.nodes_section()];
+        let mut sections = vec![
+            self.flagged_section(),
+            self.watch_section(),
+            self.nodes_section(),
+        ];
         sections.extend(self.actions.map(actions_section));
         sections.extend((self.validation_step).map(crate::validate::report::step_section));
         if !self.node_breaker_holds.is_empty() {
@@ -268,6 +282,39 @@ impl<'a> Report<'a> {
         } else {
             s.with(Block::List(items))
         }
+    }
+
+    /// The watch list: each node with its one log-witnessed failure. Said
+    /// to be no drain, so nobody reads it as one.
+    fn watch_section(&self) -> Section<'static> {
+        let s = Section::new(format!("Watch list ({})", self.watch_list.len()));
+        if self.watch_list.is_empty() {
+            return s;
+        }
+        let items: Vec<Item> = self
+            .watch_list
+            .iter()
+            .map(|v| {
+                let mut item = Item::new(vec![
+                    Span::Strong(v.signals.node.clone()),
+                    ": one uncaught failure its own job log pinned on its hardware; not drained, one more makes it testable".into(),
+                ]);
+                item.children = v
+                    .signals
+                    .evidence
+                    .iter()
+                    .filter(|j| j.rule == crate::attribute::Rule::JobLog && !j.caught_by_check)
+                    .map(|j| {
+                        Item::new(vec![
+                            Span::Code(j.job_id.clone()),
+                            format!(" {} {}", db::fmt_time(j.end), j.detail).into(),
+                        ])
+                    })
+                    .collect();
+                item
+            })
+            .collect();
+        s.with(Block::List(items))
     }
 
     /// Every shown node's signals against the thresholds; tripped rules
@@ -348,8 +395,18 @@ impl<'a> Report<'a> {
         )
     }
 
-    /// What made a count improbable in this scoring.
+    /// What made a count improbable in this scoring: the weighed count's
+    /// cut, then the log tier's.
     fn cut_text(&self) -> String {
+        format!(
+            "{}; failures a job's log pinned on the node's own hardware: a Poisson tail at most {} against {:.3} per 1000 node-days",
+            self.count_cut_text(),
+            p_text(self.log_p_cutoff),
+            self.log_rate_per_1000_node_days
+        )
+    }
+
+    fn count_cut_text(&self) -> String {
         if self.false_discovery_rate > 0.0 {
             format!(
                 "improbable: a Poisson tail at most {} (the false-discovery cut at rate {} over {} nodes)",
@@ -520,7 +577,71 @@ fn caught_text(j: &crate::signals::BlamedJob) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::{p_equals, p_text};
+    use super::{p_equals, p_text, Format, Report};
+    use crate::attribute::Rule;
+    use crate::decide::decide;
+    use crate::signals::{BlamedJob, FleetSignals, NodeSignals};
+    use lemonade_config::LemonSettings;
+
+    /// A fleet where `seen` has one uncaught failure its log pinned on it
+    /// and `quiet` one that only an exit code blames.
+    fn scores() -> crate::decide::Scores {
+        let job = |id: &str, rule| BlamedJob {
+            job_id: id.into(),
+            end: 1_700_000_000,
+            user: "u".into(),
+            rule,
+            category: "job_log".into(),
+            detail: "Xid 79 on this node".into(),
+            caught_by_check: false,
+        };
+        let node = |name: &str, id: i64, rule: Rule, log: u32| NodeSignals {
+            node: name.into(),
+            node_id: id,
+            failing_jobs: vec![format!("{name}-1")],
+            failing_days: 1,
+            uncaught_fails: 1,
+            uncaught_days: 1,
+            uncaught_log_fails: log,
+            uncaught_log_days: log,
+            node_days: 28.0,
+            evidence: vec![job(&format!("{name}-1"), rule)],
+            ..NodeSignals::default()
+        };
+        let nodes = vec![
+            node("seen", 1, Rule::JobLog, 1),
+            node("quiet", 2, Rule::NodeExit, 0),
+        ];
+        let fleet = FleetSignals {
+            nodes,
+            ..FleetSignals::default()
+        };
+        decide(fleet, &LemonSettings::default())
+    }
+
+    #[test]
+    fn the_report_lists_a_node_with_one_log_witnessed_failure_on_its_watch_list_in_every_format() {
+        let scores = scores();
+        let report = Report::new(&scores, 28, 5, 1_700_000_100, None, Vec::new());
+        let text = report.render(Format::Text);
+        assert!(text.contains("Watch list (1)"), "{text}");
+        assert!(text.contains("Flagged nodes (0)"), "{text}");
+        let listed = text.split("Watch list (1)").nth(1).unwrap();
+        assert!(
+            listed.contains("seen") && listed.contains("seen-1"),
+            "{text}"
+        );
+        let html = report.render(Format::Html);
+        assert!(html.contains("Watch list (1)"), "{html}");
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        let watched: Vec<&str> = json["watch_list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["signals"]["node"].as_str().unwrap())
+            .collect();
+        assert_eq!(watched, ["seen"]);
+    }
 
     #[test]
     fn probabilities_below_double_precision_read_as_a_bound() {

@@ -132,6 +132,14 @@ pub struct NodeSignals {
     /// Those of `uncaught_fails` that Slurm saw the node fail
     /// ([`Rule::witnessed`]: `NODE_FAIL`, `Not responding`, `Kill task failed`).
     pub uncaught_witnessed: u32,
+    /// Those of `uncaught_fails` whose own job log named this node's
+    /// hardware ([`Rule::JobLog`]): the strongest evidence lemon has.
+    pub uncaught_log_fails: u32,
+    /// Distinct UTC days with one of those.
+    pub uncaught_log_days: u32,
+    /// Times a health check took the node out of service and it came back
+    /// (the outage ended within the window): a repeat offender's count.
+    pub out_returns: u32,
     /// Every run counted against the node with its evidence, by end time.
     pub evidence: Vec<BlamedJob>,
 }
@@ -257,6 +265,10 @@ fn blame_per_node(
                     if a.rule.witnessed() {
                         b.witnessed.insert(run.job_id_raw);
                     }
+                    if a.rule == Rule::JobLog {
+                        b.log.insert(run.job_id_raw);
+                        b.log_days.insert(run.end.div_euclid(86_400));
+                    }
                 }
                 b.jobs.push(BlamedJob {
                     job_id: run.job_id.clone(),
@@ -295,6 +307,8 @@ impl NodeSignals {
         self.uncaught_fails = b.uncaught.len() as u32;
         self.uncaught_days = b.uncaught_days.len() as u32;
         self.uncaught_witnessed = b.witnessed.len() as u32;
+        self.uncaught_log_fails = b.log.len() as u32;
+        self.uncaught_log_days = b.log_days.len() as u32;
         self.evidence = b.jobs;
     }
 }
@@ -321,6 +335,13 @@ fn count_node_history(
     for (node, at, state) in db::history::node_events_not_lemons(conn, t0, now)? {
         if at > since(node) && is_out_of_service(&state) {
             entry(per, names, node).out_count += 1;
+        }
+    }
+    // Only outages that ended: a node still out is not back in service,
+    // and a node that is out cannot be drained anyway.
+    for (node, at, end) in db::history::check_outages(conn, t0, now)? {
+        if at > since(node) && end.is_some_and(|e| e <= now) {
+            entry(per, names, node).out_returns += 1;
         }
     }
     for (node, at) in db::history::tickets_opened(conn, t0, now)? {
@@ -656,6 +677,8 @@ struct Blame {
     uncaught: BTreeSet<i64>,
     uncaught_days: BTreeSet<i64>,
     witnessed: BTreeSet<i64>,
+    log: BTreeSet<i64>,
+    log_days: BTreeSet<i64>,
     jobs: Vec<BlamedJob>,
 }
 

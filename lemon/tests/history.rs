@@ -383,3 +383,49 @@ fn requeued_runs_are_rows_of_their_own_and_count_once() {
     assert_eq!(v.signals.failing_jobs, ["7", "8"]);
     assert_eq!(v.signals.single_node_node_fails, 2);
 }
+
+#[test]
+fn a_node_the_checks_took_out_three_times_is_flagged_and_one_long_repair_is_not() {
+    let spec = HistorySpec {
+        lemons: 0,
+        ..HistorySpec::default()
+    };
+    let mut f = load(&spec);
+    let (flapper, repaired) = ("gpu0005", "gpu0006");
+    let day = 86_400;
+    let t = spec.start + 2 * day;
+    // Back in service after two hours each time, three times in the window.
+    let mut events: String = (0..3)
+        .map(|k| {
+            let at = t + k * 5 * day;
+            format!("{flapper}|{at}|{}|DRAIN|hc: XID_79 gpu3|root\n", at + 7_200)
+        })
+        .collect();
+    // One outage of twelve days, repaired once.
+    events.push_str(&format!(
+        "{repaired}|{t}|{}|DRAIN|hc: XID_48 gpu5|root\n",
+        t + 12 * day
+    ));
+    ingest::events::ingest_text(&mut f.conn, &events, "events").unwrap();
+    // Each also lost one job that no check caught, days after its outages.
+    let at = t + 14 * day;
+    let jobs: String = [flapper, repaired]
+        .iter()
+        .enumerate()
+        .map(|(k, node)| {
+            let id = f.truth.next_job_id + k as i64;
+            format!("{id}|{id}|{node}|1|NODE_FAIL|0:0|0:0|{}|{}|{at}|3600|batch|alice|billing=8,cpu=64,gres/gpu=8,mem=512G,node=1\n", at - 4000, at - 3600)
+        })
+        .collect();
+    ingest::sacct::ingest_reader(&f.conn, jobs.as_bytes(), "jobs", f.truth.end).unwrap();
+    let scores = app::score(&f.conn, &Config::default(), f.truth.end + 60).unwrap();
+    let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
+    assert!(flagged.contains(&flapper), "{flagged:?}");
+    assert!(!flagged.contains(&repaired), "{flagged:?}");
+    let v = scores
+        .flagged()
+        .find(|v| v.signals.node == flapper)
+        .unwrap();
+    let reason = lemon::decide::reason(v, 28);
+    assert!(reason.starts_with("lemon: out 3x/28d"), "{reason}");
+}

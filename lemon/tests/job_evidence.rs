@@ -547,4 +547,146 @@ mod detection {
             );
         }
     }
+
+    /// Issue 47's figures over some seeds: what was flagged against the
+    /// lemons a count can reach.
+    #[derive(Debug, Default)]
+    struct Evaluation {
+        detection: Detection,
+        /// Lemons with at least two uncaught failures on two days in the window.
+        reachable: usize,
+        reachable_hits: usize,
+    }
+
+    impl Evaluation {
+        fn precision(&self) -> f64 {
+            let d = &self.detection;
+            if d.flagged == 0 {
+                1.0
+            } else {
+                d.hits as f64 / d.flagged as f64
+            }
+        }
+
+        fn recall_of_reachable(&self) -> f64 {
+            self.reachable_hits as f64 / self.reachable.max(1) as f64
+        }
+
+        fn ceiling(&self) -> f64 {
+            self.reachable as f64 / self.detection.planted.max(1) as f64
+        }
+    }
+
+    /// The lemons of `truth` with at least two uncaught hardware failures
+    /// on at least two UTC days that ended after `since`.
+    fn reachable(truth: &HistoryTruth, since: i64) -> Vec<String> {
+        truth
+            .lemons
+            .iter()
+            .filter(|l| {
+                let days: std::collections::BTreeSet<i64> = truth
+                    .hardware
+                    .iter()
+                    .filter(|h| &h.node == *l && !h.caught && h.end > since)
+                    .map(|h| h.end.div_euclid(86_400))
+                    .collect();
+                let fails = truth
+                    .hardware
+                    .iter()
+                    .filter(|h| &h.node == *l && !h.caught && h.end > since)
+                    .count();
+                fails >= 2 && days.len() >= 2
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn evaluate(seeds: impl IntoIterator<Item = u64>, logs: Logs) -> Evaluation {
+        evaluate_with(seeds, logs, &Config::default())
+    }
+
+    fn evaluate_with(seeds: impl IntoIterator<Item = u64>, logs: Logs, cfg: &Config) -> Evaluation {
+        let mut e = Evaluation::default();
+        for seed in seeds {
+            let f = load(&HistorySpec::realistic(seed, 30.0), logs);
+            let scores = app::score(&f.conn, cfg, f.truth.end + 60).unwrap();
+            let got: Vec<String> = scores.flagged().map(|v| v.signals.node.clone()).collect();
+            for v in scores
+                .flagged()
+                .filter(|v| !f.truth.lemons.contains(&v.signals.node))
+            {
+                eprintln!(
+                    "seed {seed}: healthy {} flagged: {}",
+                    v.signals.node,
+                    lemon::decide::reason(v, 28)
+                );
+            }
+            eprintln!(
+                "seed {seed}: per 1000 node-days {:.3} uncaught, {:.3} log-witnessed; watch list {}",
+                scores.uncaught_rate_per_1000_node_days,
+                scores.log_rate_per_1000_node_days,
+                scores.watch_list().count()
+            );
+            let since = f.truth.end + 60 - 28 * 86_400;
+            let reach = reachable(&f.truth, since);
+            e.reachable += reach.len();
+            e.reachable_hits += got.iter().filter(|n| reach.contains(n)).count();
+            e.detection.add(seed, &f.truth, &got);
+            eprintln!(
+                "seed {seed} logs {logs:?}: flagged {got:?}, lemons {:?}, reachable {reach:?}",
+                f.truth.lemons
+            );
+        }
+        let d = &e.detection;
+        eprintln!(
+            "logs {logs:?}: precision {:.2} ({} of {} flagged), recall of reachable {:.2} ({} of {}), all lemons {} of {}, ceiling {:.2}, confounders flagged {:?}",
+            e.precision(),
+            d.hits,
+            d.flagged,
+            e.recall_of_reachable(),
+            e.reachable_hits,
+            e.reachable,
+            d.hits,
+            d.planted,
+            e.ceiling(),
+            d.confounded
+        );
+        e
+    }
+
+    #[test]
+    fn with_job_logs_three_seeds_meet_issue_47s_precision_and_reachable_recall() {
+        let e = evaluate([1, 2, 3], Logs::Written);
+        assert!(
+            e.detection.confounded.is_empty(),
+            "{:?}",
+            e.detection.confounded
+        );
+        assert!(e.precision() >= 0.95, "{e:?}");
+        assert!(e.recall_of_reachable() >= 0.9, "{e:?}");
+    }
+
+    /// Issue 47's evaluation on the first generator: 20 seeds with and
+    /// without logs. Slow; run it in release mode:
+    /// `cargo test --release -p lemon --test job_evidence issue_47 -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn issue_47_evaluation_over_twenty_seeds_with_and_without_logs() {
+        let with = evaluate(1..=20, Logs::Written);
+        let without = evaluate(1..=20, Logs::NoColumns);
+        // Today's rules (before issue 47): no log tier, no repeat offenders.
+        let mut before = Config::default();
+        (before.lemon.log_min_jobs, before.lemon.repeat_out_count) = (0, 0);
+        let without_before = evaluate_with(1..=20, Logs::NoColumns, &before);
+        for e in [&with, &without] {
+            assert!(
+                e.detection.confounded.is_empty(),
+                "{:?}",
+                e.detection.confounded
+            );
+            assert!(e.precision() >= 0.95, "{e:?}");
+        }
+        assert!(with.recall_of_reachable() >= 0.9, "{with:?}");
+        assert!(without.detection.hits >= without_before.detection.hits);
+    }
 }

@@ -9,6 +9,8 @@
 //! * [`slurm_root`]: another Slurm series (24.11, 26.05) from a Debian root,
 //!   for clusters of that series.
 //! * [`history`]: scheduler histories in sacct's format with planted lemons.
+//! * [`independent_history`]: histories with job logs written from a brief
+//!   by an engineer who has not read lemon's detector, and their scorer (issue 47).
 //! * [`job_logs`]: the logs of such a history's failed jobs, and the dump
 //!   that names them (issue 36).
 //! * [`reliability_history`] (feature `reliability`): job records with a
@@ -21,6 +23,7 @@ pub mod cluster;
 pub mod fake_nvml;
 pub mod fixture;
 pub mod history;
+pub mod independent_history;
 pub mod job_logs;
 pub mod metric_traces;
 #[cfg(feature = "reliability")]

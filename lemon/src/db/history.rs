@@ -30,6 +30,18 @@ pub fn node_events_not_lemons(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// (node, start, end) of every outage a health check started in `(t0, t1]`
+/// (`end` `None`: still out). One row per outage: the primary key is
+/// (node, start_time).
+pub fn check_outages(conn: &Connection, t0: i64, t1: i64) -> Result<Vec<(i64, i64, Option<i64>)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT node, start_time, end_time FROM node_events
+         WHERE start_time > ?1 AND start_time <= ?2 AND owner = 'health_check'",
+    )?;
+    let rows = stmt.query_map(params![t0, t1], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// (node, opened_at) of every ticket opened in `(t0, t1]`.
 pub fn tickets_opened(conn: &Connection, t0: i64, t1: i64) -> Result<Vec<(i64, i64)>> {
     node_times(
