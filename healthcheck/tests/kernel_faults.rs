@@ -230,10 +230,10 @@ fn kernel_events_from_before_this_boot_never_count_after_the_reboot() {
 }
 
 #[test]
-fn the_readme_lists_every_kernel_fault_code() {
+fn the_books_checks_chapter_lists_every_kernel_fault_code() {
     use healthcheck::checks::xid::faults::*;
     let readme = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/operate.md"),
     )
     .unwrap();
     let missing: Vec<_> = [
@@ -250,7 +250,10 @@ fn the_readme_lists_every_kernel_fault_code() {
     .into_iter()
     .filter(|code| !readme.contains(&format!("`{code}`")))
     .collect();
-    assert!(missing.is_empty(), "README.md does not list: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/src/operate.md does not list: {missing:?}"
+    );
 }
 
 #[test]

@@ -238,15 +238,18 @@ fn a_bad_catalog_is_an_error_naming_the_file_the_signature_and_the_field() {
 }
 
 #[test]
-fn the_readme_example_of_a_site_signature_loads_and_claims_its_line() {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let start = text
-        .find("id = \"site-nccl-ofi-error\"")
-        .expect("the example is in the README's signature catalog section");
+fn the_books_example_of_a_site_signature_loads_and_claims_its_line() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/src/job-evidence.md"
+    ))
+    .unwrap();
+    let start = text.find("id = \"site-nccl-ofi-error\"").expect(
+        "the example is in the book's signature catalog section (docs/src/job-evidence.md)",
+    );
     let toml = &text[start..start + text[start..].find("```").unwrap()];
     let catalog =
-        Catalog::with_site_toml(&format!("[[signature]]\n{toml}"), "README example").unwrap();
+        Catalog::with_site_toml(&format!("[[signature]]\n{toml}"), "the book's example").unwrap();
     let line = "p4d-17:4242:4300 [2] NCCL WARN NET/OFI Request 0x7f completed with error. RC: 21. Error: unknown error";
     assert_eq!(
         claimed_by(&catalog, line).as_deref(),
