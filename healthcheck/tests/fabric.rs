@@ -139,3 +139,33 @@ fn a_node_without_nvswitches_skips_the_check() {
     assert_eq!(json["findings"], serde_json::json!([]));
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn an_r570_tray_is_judged_from_fabric_info_v2_with_a_finding_per_health_field() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), true, FM_LOG);
+    let (findings, _) = run(state.path(), root.path(), "gb200-r570-tray");
+    assert!(
+        findings.iter().all(|f| f.severity != Severity::Unknown),
+        "no unknown on R570: {findings:#?}"
+    );
+    assert_eq!(
+        faults(&findings),
+        [
+            ("gpu1".into(), "FABRIC_UNHEALTHY".into(), Severity::Drain),
+            ("gpu2".into(), "FABRIC_RECOVERY".into(), Severity::Warning),
+            ("gpu3".into(), "FABRIC_UNHEALTHY".into(), Severity::Drain),
+        ]
+    );
+    let gpu3 = findings.iter().find(|f| f.entity == "gpu3").unwrap();
+    assert!(gpu3.message.contains("too few NVLinks") && gpu3.message.contains("v2"));
+}
+
+#[test]
+fn a_healthy_r580_tray_reads_fabric_info_v3_and_is_ok() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), true, FM_LOG);
+    let (findings, code) = run(state.path(), root.path(), "gb200-r580-tray");
+    assert_eq!(faults(&findings), []);
+    assert_eq!(code, 0);
+}
