@@ -89,18 +89,30 @@ pub fn local_switches(root: &NodeRoot) -> Result<bool, CheckError> {
         return Ok(true);
     }
     // Names only: nothing under /dev is opened or followed.
-    let Ok(dev) = std::fs::read_dir(root.path("/dev")) else {
-        return Ok(false);
-    };
-    Ok(dev.take(MAX_DEV_ENTRIES).flatten().any(|e| {
-        e.file_name()
-            .to_string_lossy()
-            .starts_with("nvidia-nvswitch")
-    }))
+    let dev = ctx_list(root, "/dev")?;
+    Ok(dev.iter().any(|n| n.starts_with("nvidia-nvswitch")))
 }
 
-/// A hostile or odd /dev cannot make the scan unbounded.
-const MAX_DEV_ENTRIES: usize = 100_000;
+fn ctx_list(root: &NodeRoot, dir: &str) -> Result<Vec<String>, CheckError> {
+    Ok(root.list_dir(dir)?)
+}
+
+/// Whether the driver's `/proc` names a Grace Blackwell NVL72 GPU (`Model:`
+/// of `/proc/driver/nvidia/gpus/*/information`): what the baseline, which
+/// reads files only, has in place of NVML's name.
+pub fn grace_blackwell_in_proc(root: &NodeRoot) -> Result<bool, CheckError> {
+    for gpu in ctx_list(root, "/proc/driver/nvidia/gpus")? {
+        let path = format!("/proc/driver/nvidia/gpus/{gpu}/information");
+        let Some(info) = root.read_value_opt(&path)? else {
+            continue;
+        };
+        let model = info.lines().find_map(|l| l.strip_prefix("Model:"));
+        if model.is_some_and(|m| m.contains("GB200") || m.contains("GB300")) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
 
 /// Whether the GPUs say their fabric is managed off the node: a Grace
 /// Blackwell NVL72 GPU by name, or a fabric with a cluster UUID set (a
