@@ -66,7 +66,7 @@ impl Check for Fabric {
         let needs_manager = match s.fabric_manager {
             FabricManagerMode::Required => true,
             FabricManagerMode::Off => false,
-            FabricManagerMode::Auto => !(off_tray && !local_switches(&ctx.root)?),
+            FabricManagerMode::Auto => !off_tray || local_switches(&ctx.root)?,
         };
         if needs_manager {
             let service = procfs::comm_name(&s.service).to_string();
@@ -89,11 +89,11 @@ pub fn local_switches(root: &NodeRoot) -> Result<bool, CheckError> {
         return Ok(true);
     }
     // Names only: nothing under /dev is opened or followed.
-    let dev = ctx_list(root, "/dev")?;
+    let dev = list(root, "/dev")?;
     Ok(dev.iter().any(|n| n.starts_with("nvidia-nvswitch")))
 }
 
-fn ctx_list(root: &NodeRoot, dir: &str) -> Result<Vec<String>, CheckError> {
+fn list(root: &NodeRoot, dir: &str) -> Result<Vec<String>, CheckError> {
     Ok(root.list_dir(dir)?)
 }
 
@@ -101,7 +101,7 @@ fn ctx_list(root: &NodeRoot, dir: &str) -> Result<Vec<String>, CheckError> {
 /// of `/proc/driver/nvidia/gpus/*/information`): what the baseline, which
 /// reads files only, has in place of NVML's name.
 pub fn grace_blackwell_in_proc(root: &NodeRoot) -> Result<bool, CheckError> {
-    for gpu in ctx_list(root, "/proc/driver/nvidia/gpus")? {
+    for gpu in list(root, "/proc/driver/nvidia/gpus")? {
         let path = format!("/proc/driver/nvidia/gpus/{gpu}/information");
         let Some(info) = root.read_value_opt(&path)? else {
             continue;
