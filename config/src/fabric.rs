@@ -13,6 +13,10 @@ pub struct FabricSettings {
     /// Whether the node has an NVSwitch fabric. Unset: it has one when an
     /// NVSwitch (vendor `0x10de`, class `0x0680xx`) is on the PCI bus.
     pub nvswitch: Option<bool>,
+    /// Where the fabric manager must run: `auto` (the default) requires it
+    /// on an HGX node and not on an NVL72 compute tray, whose fabric the
+    /// switch trays manage; `required` and `off` decide for the site.
+    pub fabric_manager: FabricManagerMode,
     /// The fabric manager's process name (`/proc/<pid>/comm`), which systemd's
     /// `nvidia-fabricmanager` unit runs.
     pub service: String,
@@ -31,10 +35,22 @@ impl Default for FabricSettings {
             enabled: true,
             deadline_s: None,
             nvswitch: None,
+            fabric_manager: FabricManagerMode::Auto,
             service: "nv-fabricmanager".into(),
             log_path: "/var/log/fabricmanager.log".into(),
             down_severity: Severity::Drain,
             log_error_severity: Severity::Warning,
         }
     }
+}
+
+/// `[checks.fabric] fabric_manager`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FabricManagerMode {
+    /// Required unless the node looks like an NVL72 compute tray.
+    #[default]
+    Auto,
+    Required,
+    Off,
 }

@@ -35,7 +35,12 @@ fn node_tree(dir: &Path, fm_running: bool, log: &str) {
 }
 
 fn run(state: &Path, root: &Path, scenario: &str) -> (Vec<Finding>, i32) {
-    let config = fake_nvml::node_config(state, 8, "[checks.fabric]\nnvswitch = true\n");
+    run_with(state, root, scenario, "")
+}
+
+fn run_with(state: &Path, root: &Path, scenario: &str, extra: &str) -> (Vec<Finding>, i32) {
+    let fabric = format!("[checks.fabric]\nnvswitch = true\n{extra}");
+    let config = fake_nvml::node_config(state, 8, &fabric);
     let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
         .arg("--config")
         .arg(&config)
@@ -138,4 +143,92 @@ fn a_node_without_nvswitches_skips_the_check() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["findings"], serde_json::json!([]));
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn an_r570_tray_is_judged_from_fabric_info_v2_with_a_finding_per_health_field() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), true, FM_LOG);
+    let (findings, _) = run(state.path(), root.path(), "gb200-r570-tray");
+    assert!(
+        findings.iter().all(|f| f.severity != Severity::Unknown),
+        "no unknown on R570: {findings:#?}"
+    );
+    assert_eq!(
+        faults(&findings),
+        [
+            ("gpu1".into(), "FABRIC_UNHEALTHY".into(), Severity::Drain),
+            ("gpu2".into(), "FABRIC_RECOVERY".into(), Severity::Warning),
+            ("gpu3".into(), "FABRIC_UNHEALTHY".into(), Severity::Drain),
+        ]
+    );
+    let gpu3 = findings.iter().find(|f| f.entity == "gpu3").unwrap();
+    assert!(gpu3.message.contains("too few NVLinks") && gpu3.message.contains("v2"));
+}
+
+#[test]
+fn a_healthy_r580_tray_reads_fabric_info_v3_and_is_ok() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), true, FM_LOG);
+    let (findings, code) = run(state.path(), root.path(), "gb200-r580-tray");
+    assert_eq!(faults(&findings), []);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_healthy_nvl72_tray_without_a_fabric_manager_is_ok() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), false, FM_LOG);
+    let (findings, code) = run(state.path(), root.path(), "gb200-r580-tray");
+    assert_eq!(faults(&findings), []);
+    assert!(findings.iter().all(|f| f.entity != "fabric-manager"));
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_site_can_require_the_fabric_manager_on_a_tray() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), false, FM_LOG);
+    let required = "fabric_manager = \"required\"\n";
+    let (findings, _) = run_with(state.path(), root.path(), "gb200-r580-tray", required);
+    assert_eq!(
+        faults(&findings),
+        [(
+            "fabric-manager".into(),
+            "FABRIC_DOWN".into(),
+            Severity::Drain
+        )]
+    );
+}
+
+#[test]
+fn an_hgx_h100_with_its_fabric_manager_stopped_is_fabric_down() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), false, FM_LOG);
+    let (findings, _) = run(state.path(), root.path(), fake_nvml::HEALTHY);
+    assert_eq!(
+        faults(&findings),
+        [(
+            "fabric-manager".into(),
+            "FABRIC_DOWN".into(),
+            Severity::Drain
+        )]
+    );
+}
+
+#[test]
+fn a_gb200_name_beside_a_local_nvswitch_still_needs_the_fabric_manager() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), false, FM_LOG);
+    std::fs::create_dir_all(root.path().join("dev")).unwrap();
+    std::fs::write(root.path().join("dev/nvidia-nvswitch0"), "").unwrap();
+    let (findings, _) = run(state.path(), root.path(), "gb200-r580-tray");
+    assert_eq!(
+        faults(&findings),
+        [(
+            "fabric-manager".into(),
+            "FABRIC_DOWN".into(),
+            Severity::Drain
+        )]
+    );
 }

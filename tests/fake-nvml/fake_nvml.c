@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -983,13 +984,30 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t d, nvmlGpuFabricInfo
     return fabric(gpu, &info->state, &info->status, &info->cliqueId);
 }
 
+/* The fabric struct versions a driver branch serves: `driver_branch` "R570"
+ * knows v1 and v2 (v2 has healthMask) and answers a v3 request with
+ * NVML_ERROR_ARGUMENT_VERSION_MISMATCH (25), as R570 drivers do; R580 and an
+ * unset branch serve v3 too. The version is the top byte of the struct's
+ * first word (NVML_STRUCT_VERSION). */
+static unsigned int fabric_max_version(void) {
+    const struct entry *e = find("driver_branch");
+    return e && e->value && strcmp(e->value, "R570") == 0 ? 2 : 3;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t d, nvmlGpuFabricInfoV_t *info) {
     DEVICE_CALL("nvmlDeviceGetGpuFabricInfoV", d, gpu);
     if (!info) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned int version = info->version;
-    memset(info, 0, sizeof *info);
+    unsigned int version = info->version, asked = version >> 24;
+    if (asked < 2 || asked > fabric_max_version()) return 25;
+    /* v2 ends before healthSummary: write only what its caller allocated. */
+    size_t size = asked == 2 ? offsetof(nvmlGpuFabricInfoV_t, healthSummary) : sizeof *info;
+    memset(info, 0, size);
     info->version = version;
-    return fabric(gpu, &info->state, &info->status, &info->cliqueId);
+    unsigned long long mask = 0;
+    gpu_u64(gpu, "fabric_health_mask", &mask);
+    nvmlReturn_t r = fabric(gpu, &info->state, &info->status, &info->cliqueId);
+    if (r == NVML_SUCCESS) info->healthMask = (unsigned int)mask;
+    return r;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,

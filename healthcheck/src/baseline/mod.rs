@@ -409,6 +409,7 @@ mod tests {
                 nccl: Some("2.21.5".into()),
                 modules: vec!["nvidia".into(), "nvidia_peermem".into()],
                 nvswitch: true,
+                fabric_manager: "required",
             },
         }
     }
@@ -443,6 +444,10 @@ mod tests {
             Some(&["nvidia".to_string(), "nvidia_peermem".to_string()][..])
         );
         assert_eq!(c.fabric.nvswitch, Some(true));
+        assert_eq!(
+            c.fabric.fabric_manager,
+            lemonade_config::FabricManagerMode::Required
+        );
         let e = &config.expect;
         assert_eq!(e.driver.as_deref(), Some("550.54.15"));
         assert_eq!(e.kernel.as_deref(), Some("5.15.0-105-generic"));

@@ -45,12 +45,16 @@ pub struct Pins {
     /// The [`KNOWN_MODULES`] loaded now, in that order.
     pub modules: Vec<String>,
     pub nvswitch: bool,
+    /// `[checks.fabric] fabric_manager` as detected: `required` with local
+    /// NVSwitches (HGX), `off` on an NVL72 compute tray (Grace Blackwell GPU,
+    /// no local NVSwitch), `auto` otherwise.
+    pub fabric_manager: &'static str,
 }
 
 /// Reads the pins of the node below `root`.
 pub fn read(root: &NodeRoot) -> Result<Pins, CheckError> {
     let loaded = modules::procfs::loaded(root)?;
-    Ok(Pins {
+    Pins {
         driver: root.read_value_opt(NVIDIA_MODULE_VERSION)?,
         kernel: versions::files::kernel(root)?,
         cuda_toolkit: versions::files::cuda_toolkit(root)?,
@@ -61,7 +65,23 @@ pub fn read(root: &NodeRoot) -> Result<Pins, CheckError> {
             .map(|m| m.to_string())
             .collect(),
         nvswitch: fabric::sysfs::nvswitch_count(root)? > 0,
-    })
+        fabric_manager: "auto",
+    }
+    .with_fabric(root)
+}
+
+impl Pins {
+    /// A tray's fabric check runs on NVML's fabric state (nvswitch = true)
+    /// without a fabric manager; an HGX node's needs its manager.
+    fn with_fabric(mut self, root: &NodeRoot) -> Result<Pins, CheckError> {
+        if fabric::local_switches(root)? {
+            self.fabric_manager = "required";
+        } else if fabric::grace_blackwell_in_proc(root)? {
+            self.nvswitch = true;
+            self.fabric_manager = "off";
+        }
+        Ok(self)
+    }
 }
 
 impl Pins {
@@ -89,6 +109,42 @@ impl Pins {
     /// `[checks.fabric]`: the fabric check runs exactly when the good node
     /// has NVSwitches.
     pub fn fabric_entries(&self) -> Vec<(&'static str, Value)> {
-        vec![("nvswitch", Value::Boolean(self.nvswitch))]
+        vec![
+            ("nvswitch", Value::Boolean(self.nvswitch)),
+            ("fabric_manager", Value::String(self.fabric_manager.into())),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pins_of(dir: &std::path::Path) -> Pins {
+        read(&NodeRoot::new(dir)).unwrap()
+    }
+
+    #[test]
+    fn a_grace_blackwell_tray_runs_the_fabric_check_without_a_fabric_manager() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpu = dir.path().join("proc/driver/nvidia/gpus/0008:06:00.0");
+        std::fs::create_dir_all(&gpu).unwrap();
+        std::fs::write(
+            gpu.join("information"),
+            "Model: \t\t NVIDIA GB200\nIRQ: 1\n",
+        )
+        .unwrap();
+        let p = pins_of(dir.path());
+        assert_eq!((p.nvswitch, p.fabric_manager), (true, "off"));
+        std::fs::create_dir_all(dir.path().join("dev")).unwrap();
+        std::fs::write(dir.path().join("dev/nvidia-nvswitch0"), "").unwrap();
+        assert_eq!(pins_of(dir.path()).fabric_manager, "required");
+    }
+
+    #[test]
+    fn a_node_without_switches_or_trays_leaves_the_fabric_manager_to_auto() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pins_of(dir.path());
+        assert_eq!((p.nvswitch, p.fabric_manager), (false, "auto"));
     }
 }

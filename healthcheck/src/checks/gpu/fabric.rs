@@ -43,12 +43,16 @@ impl FabricState {
 }
 
 /// One GPU's fabric registration: its state, and the NVML return code of the
-/// registration (`status`: 0 success, 27 `NOT_READY`, ...).
+/// registration (`status`: 0 success, 27 `NOT_READY`, ...), the struct
+/// version the driver served (1, 2 or 3) and, from v2 on, its health mask.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FabricInfo {
     pub state: FabricState,
     pub status: u32,
     pub clique: u32,
+    pub version: u8,
+    pub health_mask: Option<u32>,
+    pub cluster_uuid: [u8; 16],
 }
 
 impl FabricInfo {
@@ -79,7 +83,20 @@ struct InfoV1 {
     state: c_uchar,
 }
 
-/// nvml.h's `nvmlGpuFabricInfo_v3_t`, what `nvmlGpuFabricInfoV_t` names.
+/// nvml.h's `nvmlGpuFabricInfo_v2_t` (R550 on): v1 behind a version word,
+/// plus `healthMask`; no `healthSummary` yet.
+#[repr(C)]
+struct InfoV2 {
+    version: c_uint,
+    cluster_uuid: [c_uchar; 16],
+    status: c_uint,
+    clique_id: c_uint,
+    state: c_uchar,
+    health_mask: c_uint,
+}
+
+/// nvml.h's `nvmlGpuFabricInfo_v3_t` (R580 on), what `nvmlGpuFabricInfoV_t`
+/// names in R580's header.
 #[repr(C)]
 struct InfoV3 {
     version: c_uint,
@@ -91,18 +108,36 @@ struct InfoV3 {
     health_summary: c_uchar,
 }
 
+/// `NVML_STRUCT_VERSION(GpuFabricInfo, 2)`: the struct's size, version in the top byte.
+const INFO_V2_VERSION: c_uint = std::mem::size_of::<InfoV2>() as c_uint | (2 << 24);
 /// `NVML_STRUCT_VERSION(GpuFabricInfo, 3)`.
 const INFO_V3_VERSION: c_uint = std::mem::size_of::<InfoV3>() as c_uint | (3 << 24);
+/// `NVML_ERROR_ARGUMENT_VERSION_MISMATCH`: the driver does not know the
+/// struct version asked for (an R570 driver asked for v3).
+const VERSION_MISMATCH: u32 = 25;
 
-/// The fabric registration of `device`.
+/// The fabric registration of `device`: v3, else v2, else v1 when the driver
+/// answers a version mismatch (R570 serves v1 and v2 only); the unversioned
+/// call on drivers before 550. Any other error is the caller's `unknown`.
 pub fn fabric_info(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
-    match versioned(nvml, device) {
-        Err(NvmlError::FailedToLoadSymbol(_)) => legacy(nvml, device),
+    match v3(nvml, device) {
+        Err(NvmlError::FailedToLoadSymbol(_)) => return legacy(nvml, device),
+        Err(e) if is_mismatch(&e) => {}
+        other => return other,
+    }
+    match v2(nvml, device) {
+        Err(e) if is_mismatch(&e) => legacy(nvml, device),
         other => other,
     }
 }
 
-fn versioned(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
+/// nvml-wrapper 0.13 has no variant for 25: it comes back as the enum value
+/// it could not decode.
+fn is_mismatch(e: &NvmlError) -> bool {
+    matches!(e, NvmlError::UnexpectedVariant(n) if *n == VERSION_MISMATCH)
+}
+
+fn v3(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
     let sym = nvml_sym(nvml.lib().nvmlDeviceGetGpuFabricInfoV.as_ref())?;
     let mut info = InfoV3 {
         version: INFO_V3_VERSION,
@@ -116,7 +151,30 @@ fn versioned(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> 
     // SAFETY: the handle comes from this NVML session, and `info` has the
     // layout of nvml.h's v3 struct, with its version set as the driver expects.
     unsafe { nvml_try(sym(device.handle(), (&mut info as *mut InfoV3).cast()))? };
-    Ok(info_of(info.state, info.status, info.clique_id))
+    let mut out = info_of(info.state, info.status, info.clique_id);
+    out.version = 3;
+    out.health_mask = Some(info.health_mask);
+    out.cluster_uuid = info.cluster_uuid;
+    Ok(out)
+}
+
+fn v2(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
+    let sym = nvml_sym(nvml.lib().nvmlDeviceGetGpuFabricInfoV.as_ref())?;
+    let mut info = InfoV2 {
+        version: INFO_V2_VERSION,
+        cluster_uuid: [0; 16],
+        status: 0,
+        clique_id: 0,
+        state: 0,
+        health_mask: 0,
+    };
+    // SAFETY: as above, with nvml.h's v2 struct and its version.
+    unsafe { nvml_try(sym(device.handle(), (&mut info as *mut InfoV2).cast()))? };
+    let mut out = info_of(info.state, info.status, info.clique_id);
+    out.version = 2;
+    out.health_mask = Some(info.health_mask);
+    out.cluster_uuid = info.cluster_uuid;
+    Ok(out)
 }
 
 fn legacy(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
@@ -129,7 +187,9 @@ fn legacy(nvml: &Nvml, device: &Device<'_>) -> Result<FabricInfo, NvmlError> {
     };
     // SAFETY: as above, with nvml.h's v1 struct.
     unsafe { nvml_try(sym(device.handle(), (&mut info as *mut InfoV1).cast()))? };
-    Ok(info_of(info.state, info.status, info.clique_id))
+    let mut out = info_of(info.state, info.status, info.clique_id);
+    out.cluster_uuid = info.cluster_uuid;
+    Ok(out)
 }
 
 fn info_of(state: u8, status: c_uint, clique: u32) -> FabricInfo {
@@ -137,6 +197,9 @@ fn info_of(state: u8, status: c_uint, clique: u32) -> FabricInfo {
         state: FabricState::from_raw(state),
         status,
         clique,
+        version: 1,
+        health_mask: None,
+        cluster_uuid: [0; 16],
     }
 }
 
@@ -158,5 +221,9 @@ mod tests {
         // clusterUuid[16] at 4, status at 20, cliqueId 24, state 28, healthMask 32, summary 36.
         assert_eq!(std::mem::size_of::<InfoV3>(), 40);
         assert_eq!(std::mem::size_of::<InfoV1>(), 28);
+        // v2: the same up to healthMask at 32, no summary: 36 bytes.
+        assert_eq!(std::mem::size_of::<InfoV2>(), 36);
+        assert_eq!(INFO_V2_VERSION, 36 | 2 << 24);
+        assert_eq!(INFO_V3_VERSION, 40 | 3 << 24);
     }
 }
