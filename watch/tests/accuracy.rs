@@ -3,11 +3,16 @@
 //! `tune` example runs 0..400).
 
 use lemonade_tests::metric_traces::{generate, score, Call, FaultKind, JobTrace, TraceSpec};
-use lemonade_watch::{Config, Detector, Sample};
+use lemonade_watch::{Config, Detector, Sample, Tier};
 
 const HELD_OUT: u64 = 1_000_000;
 
 fn calls_on(trace: &JobTrace) -> Vec<Call> {
+    tiered_calls_on(trace).into_iter().map(|(c, _)| c).collect()
+}
+
+/// Each call with its tier.
+fn tiered_calls_on(trace: &JobTrace) -> Vec<(Call, Tier)> {
     let mut detector = Detector::new(Config::default());
     let mut calls = Vec::new();
     for (time, node, metric, value) in trace.samples() {
@@ -22,11 +27,13 @@ fn calls_on(trace: &JobTrace) -> Vec<Call> {
             .push(sample)
             .expect("generated rows are in time order")
         {
-            calls.push(Call {
+            let tier = d.tier;
+            let call = Call {
                 job: d.job,
                 node: d.node,
                 detected_at: d.detected_at,
-            });
+            };
+            calls.push((call, tier));
         }
     }
     calls
@@ -56,6 +63,28 @@ fn on_held_out_seeds_precision_recall_and_median_delay_beat_the_issues_bar() {
     );
     assert!(s.recall >= 0.9, "recall {:.3}: {:#?}", s.recall, s.mistakes);
     assert!(delay <= 60, "median delay {delay} s");
+}
+
+#[test]
+fn on_held_out_seeds_the_drain_tier_drains_no_healthy_node_and_most_faults() {
+    let traces: Vec<JobTrace> = (HELD_OUT + 20_000..HELD_OUT + 20_120)
+        .map(|s| generate(&TraceSpec::drawn(s, 0.5)))
+        .collect();
+    let tiered: Vec<(Call, Tier)> = traces.iter().flat_map(tiered_calls_on).collect();
+    let drains: Vec<Call> = tiered
+        .iter()
+        .filter(|(_, t)| *t == Tier::Drain)
+        .map(|(c, _)| c.clone())
+        .collect();
+    let all: Vec<Call> = tiered.into_iter().map(|(c, _)| c).collect();
+    let (d, a) = (score(&traces, &drains), score(&traces, &all));
+    println!(
+        "held out, drain tier: precision {:.3} recall {:.3} ({} found, {} false); both tiers: precision {:.3} recall {:.3} ({} found, {} false)",
+        d.precision, d.recall, d.true_positives, d.false_positives,
+        a.precision, a.recall, a.true_positives, a.false_positives
+    );
+    assert_eq!(d.false_positives, 0, "{:#?}", d.mistakes);
+    assert!(d.recall >= 0.75, "drain-tier recall {:.3}", d.recall);
 }
 
 #[test]
