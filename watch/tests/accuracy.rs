@@ -2,7 +2,9 @@
 //! held-out seeds: seeds from 1,000,000 on, never used while tuning (the
 //! `tune` example runs 0..400).
 
-use lemonade_tests::metric_traces::{generate, score, Call, FaultKind, JobTrace, TraceSpec};
+use lemonade_tests::metric_traces::{
+    generate, generate_confounded, score, Call, FaultKind, JobTrace, TraceSpec,
+};
 use lemonade_watch::{Config, Detector, Sample, Tier};
 
 const HELD_OUT: u64 = 1_000_000;
@@ -154,4 +156,69 @@ fn jobs_of_two_or_three_nodes_get_a_call_only_for_a_drastic_sustained_drop() {
             "called {delay} s after the onset"
         );
     }
+}
+
+/// Issue 45's confounders ([`generate_confounded`]) on held-out seeds:
+/// both tiers' figures, and healthy jobs called per confounder.
+#[test]
+fn with_issue_45s_confounders_the_drain_tier_drains_no_healthy_job() {
+    let traces: Vec<JobTrace> = (HELD_OUT + 30_000..HELD_OUT + 30_060)
+        .map(|s| generate_confounded(&TraceSpec::drawn(s, 0.5)))
+        .collect();
+    let tiered: Vec<(Call, Tier)> = traces.iter().flat_map(tiered_calls_on).collect();
+    let pick = |drain_only: bool| -> Vec<Call> {
+        tiered
+            .iter()
+            .filter(|(_, t)| !drain_only || *t == Tier::Drain)
+            .map(|(c, _)| c.clone())
+            .collect()
+    };
+    let (d, a) = (score(&traces, &pick(true)), score(&traces, &pick(false)));
+    println!(
+        "confounded, drain tier: precision {:.3} recall {:.3} ({} found, {} false, median delay {:?} s); both tiers: precision {:.3} recall {:.3} ({} found, {} false, median delay {:?} s)",
+        d.precision, d.recall, d.true_positives, d.false_positives, d.median_delay(),
+        a.precision, a.recall, a.true_positives, a.false_positives, a.median_delay()
+    );
+    for confounder in [
+        "staggered job-wide drops",
+        "3 unequal pipeline stages",
+        "whole-life slow nodes",
+        "metric subsets",
+        "pipeline stages",
+        "rank 0 logs",
+    ] {
+        let carriers: Vec<&JobTrace> = traces
+            .iter()
+            .filter(|t| t.confounders.contains(&confounder))
+            .collect();
+        let healthy_called = |drain_only: bool| {
+            carriers
+                .iter()
+                .filter(|t| t.fault.is_none())
+                .filter(|t| {
+                    tiered
+                        .iter()
+                        .any(|(c, tier)| c.job == t.job && (!drain_only || *tier == Tier::Drain))
+                })
+                .count()
+        };
+        println!(
+            "  {confounder}: {} jobs ({} healthy); healthy jobs called {} (drain tier {})",
+            carriers.len(),
+            carriers.iter().filter(|t| t.fault.is_none()).count(),
+            healthy_called(false),
+            healthy_called(true)
+        );
+    }
+    println!("{:#?}", a.mistakes);
+    let healthy_drained = traces
+        .iter()
+        .filter(|t| t.fault.is_none())
+        .filter(|t| {
+            tiered
+                .iter()
+                .any(|(c, tier)| c.job == t.job && *tier == Tier::Drain)
+        })
+        .count();
+    assert_eq!(healthy_drained, 0, "{:#?}", d.mistakes);
 }
