@@ -15,7 +15,11 @@ fn calls_on(trace: &JobTrace) -> Vec<Call> {
 
 /// Each call with its tier.
 fn tiered_calls_on(trace: &JobTrace) -> Vec<(Call, Tier)> {
-    let mut detector = Detector::new(Config::default());
+    tiered_calls_with(trace, Config::default())
+}
+
+fn tiered_calls_with(trace: &JobTrace, config: Config) -> Vec<(Call, Tier)> {
+    let mut detector = Detector::new(config);
     let mut calls = Vec::new();
     for (time, node, metric, value) in trace.samples() {
         let sample = Sample {
@@ -221,4 +225,35 @@ fn with_issue_45s_confounders_the_drain_tier_drains_no_healthy_job() {
         })
         .count();
     assert_eq!(healthy_drained, 0, "{:#?}", d.mistakes);
+}
+
+#[test]
+fn a_call_below_the_drain_bars_is_of_the_report_tier_and_the_same_call_above_them_drains() {
+    let ecc = |seed: u64, nodes: usize| {
+        generate(&TraceSpec {
+            seed,
+            job: format!("45{seed}"),
+            nodes,
+            start: 1_760_000_000,
+            duration_s: 3000,
+            fault: Some(FaultKind::Ecc),
+        })
+    };
+    for (trace, nodes) in [
+        (ecc(HELD_OUT + 40_001, 3), 3),
+        (ecc(HELD_OUT + 40_002, 16), 16),
+    ] {
+        let default = tiered_calls_on(&trace);
+        assert_eq!(default.len(), 1, "{nodes} nodes: {default:?}");
+        assert_eq!(default[0].1, Tier::Drain, "{nodes} nodes");
+        let high = Config {
+            drain_score: f64::INFINITY,
+            small_job_drain_ratio: f64::INFINITY,
+            ..Config::default()
+        };
+        let reported = tiered_calls_with(&trace, high);
+        assert_eq!(reported.len(), 1, "{nodes} nodes: the call is still made");
+        assert_eq!(reported[0].0, default[0].0);
+        assert_eq!(reported[0].1, Tier::Report, "{nodes} nodes");
+    }
 }
