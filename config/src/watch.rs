@@ -62,6 +62,14 @@ pub struct WatchSettings {
     pub small_job_drop: f64,
     /// ... for this many seconds without a break.
     pub small_job_sustain_s: i64,
+    /// Two tiers of action. A call of a job of 4+ nodes drains only when its
+    /// combined distance reaches this (well above `threshold`); below it the
+    /// call is reported (`lemon report`, the hooks, the JSON) and no node is
+    /// drained.
+    pub drain_score: f64,
+    /// Small jobs: a call drains only when the node sits at least this many
+    /// times below every peer (the call itself needs `1 / small_job_drop`).
+    pub small_job_drain_ratio: f64,
     /// Metric priority, most sensitive first: these weigh fully in the
     /// combined distance. A fall is the fault sign unless listed in `rising`.
     pub primary: Vec<String>,
@@ -104,6 +112,8 @@ impl Default for WatchSettings {
             small_job_max_nodes: 3,
             small_job_drop: 0.5,
             small_job_sustain_s: 180,
+            drain_score: 12.0,
+            small_job_drain_ratio: 3.0,
             primary: names(&[
                 "gpu_util_min",
                 "gpu_util",

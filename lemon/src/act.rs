@@ -36,6 +36,9 @@ pub enum Action {
     Refused,
     /// Drained by lemon earlier and not released: nothing new.
     KnownLemon,
+    /// A `lemon watch` call below the drain tier's bar: recorded and told
+    /// to the hooks, never drained.
+    Reported,
 }
 
 impl Action {
@@ -49,6 +52,7 @@ impl Action {
             Action::HeldByBreaker => "held_by_breaker",
             Action::Refused => "refused",
             Action::KnownLemon => "known_lemon",
+            Action::Reported => "reported",
         }
     }
 }

@@ -289,7 +289,8 @@ fn prometheus_shows_node2_collapsing_and_lemon_watch_drains_it_alone_but_never_a
     assert_eq!(out.status.code(), Some(1), "{all}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("would_drain job 77 node2: lemon: OUTLIER gpu_"),
+        stdout.contains("would_drain job 77 node2: lemon: j77 ")
+            && stdout.contains(" OUTLIER gpu_"),
         "{all}"
     );
     assert!(
@@ -345,7 +346,7 @@ fn prometheus_shows_node2_collapsing_and_lemon_watch_drains_it_alone_but_never_a
         "{log}"
     );
     assert!(
-        argv[3].starts_with("Reason=lemon: OUTLIER gpu_") && argv[3].ends_with(" job 78"),
+        argv[3].starts_with("Reason=lemon: j78 ") && argv[3].contains(" OUTLIER gpu_"),
         "{log}"
     );
     assert_eq!(

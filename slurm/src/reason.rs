@@ -124,6 +124,47 @@ pub fn lemon(words: &str) -> String {
     truncate(&format!("{LEMON_PREFIX} {words}"))
 }
 
+/// The words of an in-job outlier's reason (`lemon watch`).
+pub const OUTLIER_CODE: &str = "OUTLIER";
+
+/// A metric's name in at most 4 characters, for the 20 that `sinfo -R`
+/// shows: `gmin` for `gpu_util_min`; a name we do not know keeps its first 4.
+pub fn short_metric(metric: &str) -> &str {
+    match metric {
+        "gpu_util" => "gpu",
+        "gpu_util_min" => "gmin",
+        "gpu_power" => "pwr",
+        "gpu_sm_clock" => "clk",
+        "gpu_mem_util" => "gmem",
+        "nvlink_tx" => "nvl",
+        "pcie_tx" => "pcie",
+        "ib_tx" => "ibtx",
+        "ib_rx" => "ibrx",
+        "pfc_pause" => "pfc",
+        "cnp" => "cnp",
+        "cpu_util" => "cpu",
+        "mem_used" => "mem",
+        "disk_io" => "disk",
+        other => {
+            let mut end = other.len().min(4);
+            while !other.is_char_boundary(end) {
+                end -= 1;
+            }
+            &other[..end]
+        }
+    }
+}
+
+/// `lemon: j4419021 gmin OUTLIER gpu_util_min`: the job and the short
+/// metric first (`sinfo -R` shows 20 characters), the full metric name
+/// after. Within [`MAX_REASON_BYTES`].
+pub fn outlier(job: &str, metric: &str) -> String {
+    lemon(&format!(
+        "j{job} {} {OUTLIER_CODE} {metric}",
+        short_metric(metric)
+    ))
+}
+
 /// Our reason with one of [`REMARKS`] after it (`hc: XID_48 gpu3 reboot`).
 /// Not cut: the reason before the remark must stay whole for
 /// [`is_ours_remarked`] to recognise it.
@@ -244,6 +285,45 @@ mod tests {
         assert!(!is_validate("hc: XID_79 gpu3") && !is_validate("VALIDATE by hand"));
         let long = validate(&["x".repeat(400)]);
         assert!(long.len() <= MAX_REASON_BYTES && is_validate(&long));
+    }
+
+    /// What `sinfo -R` shows of a reason.
+    fn shown(reason: &str) -> &str {
+        &reason[..reason.len().min(20)]
+    }
+
+    #[test]
+    fn every_reason_we_set_shows_its_key_words_in_the_20_characters_of_sinfo() {
+        let job = "4419021";
+        let cases: Vec<(String, Vec<&str>)> = vec![
+            (outlier(job, "gpu_util_min"), vec![job, "gmin"]),
+            (outlier(job, "ib_rx"), vec![job, "ibrx"]),
+            (outlier(job, "gpu_power"), vec![job, "pwr"]),
+            (outlier(job, "some_exporter_metric"), vec![job, "some"]),
+            (healthcheck(&[cause("XID_79", "gpu3")]), vec!["XID_79 gpu3"]),
+            (
+                healthcheck(&[cause("IB_LINK_DOWN", "mlx5_2:1")]),
+                vec!["IB_LINK_DOWN"],
+            ),
+            (
+                validate(&["avg_busbw 312<371".into()]),
+                vec!["VALIDATE", "avg_b"],
+            ),
+            (lemon("5 fails/28d p=1e-4"), vec!["5 fails/28d"]),
+        ];
+        for (reason, words) in cases {
+            for w in words {
+                assert!(
+                    shown(&reason).contains(w),
+                    "`{}` lacks `{w}`",
+                    shown(&reason)
+                );
+            }
+        }
+        let r = outlier(job, "gpu_util_min");
+        assert_eq!(r, "lemon: j4419021 gmin OUTLIER gpu_util_min");
+        assert_eq!(owner(&r), ReasonOwner::Lemon);
+        assert_eq!(short_metric("éééé"), "éé");
     }
 
     #[test]

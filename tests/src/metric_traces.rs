@@ -383,12 +383,33 @@ struct Job {
     /// Ticks after which the job has ended (a hang's timeout).
     end_tick: usize,
     confounders: Vec<&'static str>,
+    /// Per node, ticks by which it crosses the job's phases late (a job-wide
+    /// drop seen tens of seconds apart): 0 in [`generate`]'s traces.
+    lag: Vec<usize>,
+    /// Per node, a bit per metric it never reports: 0 in [`generate`]'s traces.
+    absent: Vec<u16>,
 }
 
 /// Generates the trace of `spec`.
 pub fn generate(spec: &TraceSpec) -> JobTrace {
+    generate_with(spec, false)
+}
+
+/// [`generate`]'s trace with the confounders issue 45 found missing, each
+/// drawn from its own random stream (the rest of the trace is `generate`'s):
+/// job-wide drops that nodes cross up to 30 s apart, 3 unequal pipeline
+/// stages, nodes a few % slower all their life, and nodes that never
+/// report some metrics.
+pub fn generate_confounded(spec: &TraceSpec) -> JobTrace {
+    generate_with(spec, true)
+}
+
+fn generate_with(spec: &TraceSpec, confounded: bool) -> JobTrace {
     let mut r = Rng::new(spec.seed ^ 0x6D65_7472_6963_7321);
-    let job = draw_job(spec, &mut r);
+    let mut job = draw_job(spec, &mut r);
+    if confounded {
+        confound(&mut job, &mut Rng::new(spec.seed ^ 0x0C0F_0C0F_0045_0045));
+    }
     let mut rows = Vec::with_capacity(job.n * job.end_tick * METRICS.len());
     let mut noise = Rng::new(spec.seed ^ 0x0015_E000_0000_0001);
     for tick in 0..job.end_tick {
@@ -500,6 +521,62 @@ fn draw_job(spec: &TraceSpec, r: &mut Rng) -> Job {
         missing,
         end_tick,
         confounders,
+        lag: vec![0; n],
+        absent: vec![0; n],
+    }
+}
+
+/// Adds [`generate_confounded`]'s confounders to a drawn job.
+fn confound(job: &mut Job, r: &mut Rng) {
+    let n = job.n;
+    let faulty = job.fault.as_ref().map(|f| f.node);
+    if r.f64() < 0.5 {
+        job.confounders.push("staggered job-wide drops");
+        job.lag = (0..n).map(|_| r.below(4)).collect();
+    }
+    if n >= 6 && r.f64() < 0.3 {
+        job.confounders.push("3 unequal pipeline stages");
+        let first = 1 + r.below(n / 2);
+        let second = first + 1 + r.below((n - first - 1).max(1));
+        job.stage = (0..n)
+            .map(|i| usize::from(i >= first) + usize::from(i >= second))
+            .collect();
+        job.stage_factor = (0..3)
+            .map(|s| {
+                let mut f = [1.0; 14];
+                if s > 0 {
+                    for m in STAGED {
+                        f[m] = uniform(r, 0.7, 1.3);
+                    }
+                    f[UTIL] = uniform(r, 0.8, 1.0);
+                    f[UTIL_MIN] = f[UTIL] * uniform(r, 0.95, 1.0);
+                }
+                f
+            })
+            .collect();
+    }
+    if r.f64() < 0.4 {
+        job.confounders.push("whole-life slow nodes");
+        for _ in 0..(n / 16).max(1) {
+            let node = r.below(n);
+            if Some(node) == faulty {
+                continue;
+            }
+            let slow = uniform(r, 0.93, 0.98);
+            for m in [UTIL, UTIL_MIN, POWER, MEM_UTIL, PCIE, NVLINK, IB_TX, IB_RX] {
+                job.offsets[node][m] *= slow;
+            }
+        }
+    }
+    if r.f64() < 0.3 {
+        job.confounders.push("metric subsets");
+        for node in 0..n {
+            if Some(node) != faulty && r.f64() < 0.25 {
+                for _ in 0..1 + r.below(4) {
+                    job.absent[node] |= 1 << r.below(14);
+                }
+            }
+        }
     }
 }
 
@@ -645,7 +722,7 @@ fn emit_tick(
     add_noise(&mut v, r);
     let time = spec.start + tick as i64 * INTERVAL_S + job.skew[node] + r.below(3) as i64 - 1;
     for (m, value) in v.iter().enumerate() {
-        if r.f64() < job.missing / 4.0 {
+        if r.f64() < job.missing / 4.0 || job.absent[node] & (1 << m) != 0 {
             continue;
         }
         let value = if COUNTERS.contains(&m) {
@@ -665,7 +742,7 @@ fn emit_tick(
 /// What the node's metrics are at a tick, before measurement noise.
 fn true_values(job: &Job, tick: usize, node: usize, r: &mut Rng) -> [f64; 14] {
     let secs = tick as f64 * INTERVAL_S as f64;
-    let phase = job.phases[tick];
+    let phase = job.phases[tick.saturating_sub(job.lag[node])];
     let mut v = job.level;
     let levels = phase.levels(job.train_power);
     for m in 0..14 {

@@ -20,4 +20,26 @@ pub struct Detection {
     /// peers in robust deviations (jobs of 4+ nodes), or how many times lower
     /// than its nearest peer it sat (jobs of 2 or 3 nodes).
     pub score: f64,
+    /// What the call is acted on with: `drain` above the high-confidence
+    /// bar (`[watch] drain_score`, `small_job_drain_ratio`), else `report`.
+    pub tier: Tier,
+}
+
+/// The two tiers of action of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// High confidence: the node is drained.
+    Drain,
+    /// Below the drain bar: recorded and told to the hooks, never drained.
+    Report,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Drain => "drain",
+            Tier::Report => "report",
+        }
+    }
 }

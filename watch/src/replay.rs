@@ -31,12 +31,13 @@ impl ReplayOutcome {
             .iter()
             .map(|d| {
                 format!(
-                    "{} {} {} score {} ({})\n",
+                    "{} {} {} score {} ({}) {}\n",
                     d.job,
                     d.node,
                     d.detected_at,
                     d.score,
-                    d.metrics.join(",")
+                    d.metrics.join(","),
+                    d.tier.as_str()
                 )
             })
             .collect()

@@ -2,13 +2,24 @@
 //! held-out seeds: seeds from 1,000,000 on, never used while tuning (the
 //! `tune` example runs 0..400).
 
-use lemonade_tests::metric_traces::{generate, score, Call, FaultKind, JobTrace, TraceSpec};
-use lemonade_watch::{Config, Detector, Sample};
+use lemonade_tests::metric_traces::{
+    generate, generate_confounded, score, Call, FaultKind, JobTrace, TraceSpec,
+};
+use lemonade_watch::{Config, Detector, Sample, Tier};
 
 const HELD_OUT: u64 = 1_000_000;
 
 fn calls_on(trace: &JobTrace) -> Vec<Call> {
-    let mut detector = Detector::new(Config::default());
+    tiered_calls_on(trace).into_iter().map(|(c, _)| c).collect()
+}
+
+/// Each call with its tier.
+fn tiered_calls_on(trace: &JobTrace) -> Vec<(Call, Tier)> {
+    tiered_calls_with(trace, Config::default())
+}
+
+fn tiered_calls_with(trace: &JobTrace, config: Config) -> Vec<(Call, Tier)> {
+    let mut detector = Detector::new(config);
     let mut calls = Vec::new();
     for (time, node, metric, value) in trace.samples() {
         let sample = Sample {
@@ -22,11 +33,13 @@ fn calls_on(trace: &JobTrace) -> Vec<Call> {
             .push(sample)
             .expect("generated rows are in time order")
         {
-            calls.push(Call {
+            let tier = d.tier;
+            let call = Call {
                 job: d.job,
                 node: d.node,
                 detected_at: d.detected_at,
-            });
+            };
+            calls.push((call, tier));
         }
     }
     calls
@@ -56,6 +69,28 @@ fn on_held_out_seeds_precision_recall_and_median_delay_beat_the_issues_bar() {
     );
     assert!(s.recall >= 0.9, "recall {:.3}: {:#?}", s.recall, s.mistakes);
     assert!(delay <= 60, "median delay {delay} s");
+}
+
+#[test]
+fn on_held_out_seeds_the_drain_tier_drains_no_healthy_node_and_most_faults() {
+    let traces: Vec<JobTrace> = (HELD_OUT + 20_000..HELD_OUT + 20_120)
+        .map(|s| generate(&TraceSpec::drawn(s, 0.5)))
+        .collect();
+    let tiered: Vec<(Call, Tier)> = traces.iter().flat_map(tiered_calls_on).collect();
+    let drains: Vec<Call> = tiered
+        .iter()
+        .filter(|(_, t)| *t == Tier::Drain)
+        .map(|(c, _)| c.clone())
+        .collect();
+    let all: Vec<Call> = tiered.into_iter().map(|(c, _)| c).collect();
+    let (d, a) = (score(&traces, &drains), score(&traces, &all));
+    println!(
+        "held out, drain tier: precision {:.3} recall {:.3} ({} found, {} false); both tiers: precision {:.3} recall {:.3} ({} found, {} false)",
+        d.precision, d.recall, d.true_positives, d.false_positives,
+        a.precision, a.recall, a.true_positives, a.false_positives
+    );
+    assert_eq!(d.false_positives, 0, "{:#?}", d.mistakes);
+    assert!(d.recall >= 0.75, "drain-tier recall {:.3}", d.recall);
 }
 
 #[test]
@@ -124,5 +159,101 @@ fn jobs_of_two_or_three_nodes_get_a_call_only_for_a_drastic_sustained_drop() {
             (180..=600).contains(&delay),
             "called {delay} s after the onset"
         );
+    }
+}
+
+/// Issue 45's confounders ([`generate_confounded`]) on held-out seeds:
+/// both tiers' figures, and healthy jobs called per confounder.
+#[test]
+fn with_issue_45s_confounders_the_drain_tier_drains_no_healthy_job() {
+    let traces: Vec<JobTrace> = (HELD_OUT + 30_000..HELD_OUT + 30_060)
+        .map(|s| generate_confounded(&TraceSpec::drawn(s, 0.5)))
+        .collect();
+    let tiered: Vec<(Call, Tier)> = traces.iter().flat_map(tiered_calls_on).collect();
+    let pick = |drain_only: bool| -> Vec<Call> {
+        tiered
+            .iter()
+            .filter(|(_, t)| !drain_only || *t == Tier::Drain)
+            .map(|(c, _)| c.clone())
+            .collect()
+    };
+    let (d, a) = (score(&traces, &pick(true)), score(&traces, &pick(false)));
+    println!(
+        "confounded, drain tier: precision {:.3} recall {:.3} ({} found, {} false, median delay {:?} s); both tiers: precision {:.3} recall {:.3} ({} found, {} false, median delay {:?} s)",
+        d.precision, d.recall, d.true_positives, d.false_positives, d.median_delay(),
+        a.precision, a.recall, a.true_positives, a.false_positives, a.median_delay()
+    );
+    for confounder in [
+        "staggered job-wide drops",
+        "3 unequal pipeline stages",
+        "whole-life slow nodes",
+        "metric subsets",
+        "pipeline stages",
+        "rank 0 logs",
+    ] {
+        let carriers: Vec<&JobTrace> = traces
+            .iter()
+            .filter(|t| t.confounders.contains(&confounder))
+            .collect();
+        let healthy_called = |drain_only: bool| {
+            carriers
+                .iter()
+                .filter(|t| t.fault.is_none())
+                .filter(|t| {
+                    tiered
+                        .iter()
+                        .any(|(c, tier)| c.job == t.job && (!drain_only || *tier == Tier::Drain))
+                })
+                .count()
+        };
+        println!(
+            "  {confounder}: {} jobs ({} healthy); healthy jobs called {} (drain tier {})",
+            carriers.len(),
+            carriers.iter().filter(|t| t.fault.is_none()).count(),
+            healthy_called(false),
+            healthy_called(true)
+        );
+    }
+    println!("{:#?}", a.mistakes);
+    let healthy_drained = traces
+        .iter()
+        .filter(|t| t.fault.is_none())
+        .filter(|t| {
+            tiered
+                .iter()
+                .any(|(c, tier)| c.job == t.job && *tier == Tier::Drain)
+        })
+        .count();
+    assert_eq!(healthy_drained, 0, "{:#?}", d.mistakes);
+}
+
+#[test]
+fn a_call_below_the_drain_bars_is_of_the_report_tier_and_the_same_call_above_them_drains() {
+    let ecc = |seed: u64, nodes: usize| {
+        generate(&TraceSpec {
+            seed,
+            job: format!("45{seed}"),
+            nodes,
+            start: 1_760_000_000,
+            duration_s: 3000,
+            fault: Some(FaultKind::Ecc),
+        })
+    };
+    for (trace, nodes) in [
+        (ecc(HELD_OUT + 40_001, 3), 3),
+        (ecc(HELD_OUT + 40_002, 16), 16),
+    ] {
+        let default = tiered_calls_on(&trace);
+        assert_eq!(default.len(), 1, "{nodes} nodes: {default:?}");
+        assert_eq!(default[0].1, Tier::Drain, "{nodes} nodes");
+        let high = Config {
+            drain_score: f64::INFINITY,
+            small_job_drain_ratio: f64::INFINITY,
+            ..Config::default()
+        };
+        let reported = tiered_calls_with(&trace, high);
+        assert_eq!(reported.len(), 1, "{nodes} nodes: the call is still made");
+        assert_eq!(reported[0].0, default[0].0);
+        assert_eq!(reported[0].1, Tier::Report, "{nodes} nodes");
     }
 }

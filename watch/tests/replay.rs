@@ -194,7 +194,10 @@ fn the_binary_prints_only_the_json_array_with_the_issues_keys() {
             .map(|k| k.as_str())
             .collect();
         keys.sort();
-        assert_eq!(keys, ["detected_at", "job", "metrics", "node", "score"]);
+        assert_eq!(
+            keys,
+            ["detected_at", "job", "metrics", "node", "score", "tier"]
+        );
         assert!(call["job"].is_string() && call["detected_at"].is_i64());
     }
     let empty = dir.path().join("empty.csv");

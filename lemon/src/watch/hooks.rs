@@ -15,9 +15,11 @@ use std::process::Command;
 pub struct OutlierEvent<'a> {
     pub node: &'a str,
     pub at: i64,
-    /// Always `drain`.
+    /// `drain` or `report`: the call's tier.
     pub event: &'static str,
-    /// `applied`, `dry-run`, `failed`, `breaker` or `skipped`.
+    /// The call's tier (`drain` or `report`): only a drain-tier call is drained.
+    pub tier: &'static str,
+    /// `applied`, `dry-run`, `failed`, `breaker`, `reported` or `skipped`.
     pub outcome: &'a str,
     pub reason: &'a str,
     /// Always `OUTLIER`.
@@ -68,8 +70,9 @@ mod tests {
             node: "node2",
             at: 1_700_000_000,
             event: "drain",
+            tier: "drain",
             outcome: "applied",
-            reason: "lemon: OUTLIER gpu_util job 77",
+            reason: "lemon: j77 gpu OUTLIER gpu_util",
             code: "OUTLIER",
             job_ids: vec!["77"],
             metrics,
@@ -107,6 +110,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         assert_eq!(json["node"], "node2");
         assert_eq!(json["code"], "OUTLIER");
+        assert_eq!(json["tier"], "drain");
         assert_eq!(json["job_ids"][0], "77");
 
         std::fs::remove_file(&out).unwrap();

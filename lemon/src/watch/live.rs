@@ -233,6 +233,7 @@ mod tests {
                 detected_at: 0,
                 metrics: vec!["gpu_util".into()],
                 score: 9.0,
+                tier: lemonade_watch::Tier::Drain,
             },
             evidence: Vec::new(),
         };
@@ -253,6 +254,7 @@ mod tests {
                 detected_at: 0,
                 metrics: vec![],
                 score: 9.0,
+                tier: lemonade_watch::Tier::Drain,
             },
             evidence: Vec::new(),
         }]);

@@ -2,8 +2,10 @@
 //!
 //! * only a node in service with no reason at all is drained (an
 //!   administrator's drain, or anything in doubt, is left alone), with the
-//!   reason `lemon: OUTLIER <metric> job <id>`, through the one writer of
-//!   node states and its dry run;
+//!   reason `lemon: j<id> <short metric> OUTLIER <metric>`, through the one
+//!   writer of node states and its dry run;
+//! * only a call of the drain tier is drained; a call of the report tier is
+//!   recorded as `reported` and told to the hooks (`"event": "report"`);
 //! * the circuit breaker caps drains per poll as it caps them per run;
 //! * each detection is recorded once with its evidence, the `[hooks]` are
 //!   told, and the job is requeued only if `[watch.service] requeue` says so;
@@ -21,6 +23,7 @@ use lemonade_slurm::command::SlurmCommands;
 use lemonade_slurm::node_state::{NodeWriter, StateCommand, StateWrite};
 use lemonade_slurm::{reason, sinfo};
 use lemonade_sql::rusqlite::Connection;
+use lemonade_watch::Tier;
 
 /// How to act.
 pub struct RespondParams<'a> {
@@ -65,14 +68,14 @@ impl Response {
     }
 }
 
-/// `lemon: OUTLIER gpu_util job 4419021_7`: the first metric is the most sensitive.
+/// `lemon: j4419021 gmin OUTLIER gpu_util_min`: the first metric is the most sensitive.
 pub fn outlier_reason(called: &Called) -> String {
     let metric = called
         .detection
         .metrics
         .first()
         .map_or("metrics", String::as_str);
-    reason::lemon(&format!("OUTLIER {metric} job {}", called.detection.job))
+    reason::outlier(&called.detection.job, metric)
 }
 
 /// Acts on the calls of one poll. Slurm's node states are read once; if
@@ -95,10 +98,18 @@ pub fn respond(
     let (late, fresh): (Vec<&Called>, Vec<&Called>) = fresh
         .into_iter()
         .partition(|c| p.now - c.detection.detected_at > p.max_sample_age_s);
+    let (fresh, reported): (Vec<&Called>, Vec<&Called>) = fresh
+        .into_iter()
+        .partition(|c| c.detection.tier == Tier::Drain);
     // Recorded before Slurm is asked anything: they need no node state.
     let mut responses = Vec::new();
     for called in late {
         let r = refuse_late(called, p);
+        follow_up(conn, called, &r, p)?;
+        responses.push(r);
+    }
+    for called in reported {
+        let r = report_only(called);
         follow_up(conn, called, &r, p)?;
         responses.push(r);
     }
@@ -192,6 +203,19 @@ fn refuse_late(called: &Called, p: &RespondParams<'_>) -> Response {
     }
 }
 
+/// A call of the report tier: recorded, never drained.
+fn report_only(called: &Called) -> Response {
+    let d = &called.detection;
+    Response {
+        job: d.job.clone(),
+        node: d.node.clone(),
+        action: Action::Reported,
+        reason: outlier_reason(called),
+        command: None,
+        detail: format!("report tier: score {} below the drain bar", d.score),
+    }
+}
+
 /// `scontrol requeue JOB` after the drain, so the job restarts without the node.
 fn requeue(writer: &NodeWriter, job: &str) -> String {
     match writer.apply(&StateCommand::requeue(&[job.to_string()])) {
@@ -229,12 +253,14 @@ fn follow_up(
         Action::WouldDrain => "dry-run",
         Action::DrainFailed => "failed",
         Action::HeldByBreaker => "breaker",
+        Action::Reported => "reported",
         _ => "skipped",
     };
     let event = OutlierEvent {
         node: &d.node,
         at: p.now,
-        event: "drain",
+        event: d.tier.as_str(),
+        tier: d.tier.as_str(),
         outcome,
         reason: &r.reason,
         code: "OUTLIER",
@@ -263,6 +289,7 @@ mod tests {
                 detected_at,
                 metrics: vec!["gpu_util".into()],
                 score: 9.0,
+                tier: Tier::Drain,
             },
             evidence: Vec::new(),
         }
@@ -338,6 +365,35 @@ mod tests {
             &params(&gone, &lemon, &hooks, now + 30),
         );
         assert!(again.unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_report_tier_call_is_recorded_as_reported_and_never_drained_even_without_slurm() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let (lemon, hooks) = (LemonSettings::default(), HooksSettings::default());
+        let now = 1_800_000_000;
+        let gone = slurm(&dir.path().join("no-slurm"), false);
+        let mut low = call("b", now - 10);
+        low.detection.tier = Tier::Report;
+        let out = respond(&conn, &[low], &params(&gone, &lemon, &hooks, now)).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].action, Action::Reported);
+        assert!(out[0].command.is_none(), "{out:?}");
+        assert_eq!(out[0].reason, "lemon: j7 gpu OUTLIER gpu_util");
+        assert_eq!(
+            detections::action_of(&conn, "7", "b", true)
+                .unwrap()
+                .as_deref(),
+            Some("reported")
+        );
+        // The same Slurm-less poll with a drain-tier call needs sinfo: it fails.
+        assert!(respond(
+            &conn,
+            &[call("a", now - 10)],
+            &params(&gone, &lemon, &hooks, now)
+        )
+        .is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::baseline::MetricBaseline;
 use super::peers::{self, MetricStep};
 use super::rules::{Direction, MetricRule};
 use super::small;
-use crate::Detection;
+use crate::{Detection, Tier};
 use lemonade_config::WatchSettings;
 use std::collections::HashMap;
 
@@ -247,7 +247,17 @@ impl Job {
         }
         named.sort();
         let metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
-        self.call(candidate.node, trigger, metrics, candidate.score, out);
+        let tier = if candidate.score >= cfg.drain_score {
+            Tier::Drain
+        } else {
+            Tier::Report
+        };
+        self.call(
+            candidate.node,
+            trigger,
+            (metrics, candidate.score, tier),
+            out,
+        );
     }
 
     /// Records each compared metric's level; a primary metric that falls
@@ -343,7 +353,12 @@ impl Job {
             if end - since >= cfg.small_job_sustain_s {
                 metrics.sort();
                 let names = metrics.into_iter().map(|(_, n)| n).collect();
-                self.call(node, trigger, names, ratio, out);
+                let tier = if ratio >= cfg.small_job_drain_ratio {
+                    Tier::Drain
+                } else {
+                    Tier::Report
+                };
+                self.call(node, trigger, (names, ratio, tier), out);
             }
         }
     }
@@ -352,8 +367,7 @@ impl Job {
         &mut self,
         node: usize,
         trigger: i64,
-        metrics: Vec<String>,
-        score: f64,
+        (metrics, score, tier): (Vec<String>, f64, Tier),
         out: &mut Vec<Detection>,
     ) {
         self.called[node] = true;
@@ -364,6 +378,7 @@ impl Job {
             detected_at: trigger,
             metrics,
             score: (score * 100.0).round() / 100.0,
+            tier,
         });
     }
 }
