@@ -395,8 +395,10 @@ fn node_count(rng: &mut Rng, max: usize) -> usize {
     let (lo, hi): (f64, f64) = match rng.unit() {
         u if u < 0.15 => (2.0, 3.0),
         u if u < 0.40 => (4.0, 8.0),
-        u if u < 0.75 => (9.0, 32.0),
-        _ => (33.0, 128.0),
+        u if u < 0.80 => (9.0, 32.0),
+        // Few jobs reach 128 nodes; most large ones are 33-64.
+        u if u < 0.95 => (33.0, 64.0),
+        _ => (65.0, 128.0),
     };
     let (lo, hi) = (lo.min(max), hi.min(max));
     (lo.ln() + (hi.ln() - lo.ln()) * rng.unit()).exp().round() as usize
@@ -482,9 +484,9 @@ fn draw_stages(rng: &mut Rng, n: usize, pipeline: bool) -> (Vec<Levels>, Vec<usi
     (levels, stage_of)
 }
 
-fn draw_metrics(rng: &mut Rng, subset: bool, unknown: &[usize]) -> Vec<usize> {
+fn draw_metrics(rng: &mut Rng, subset: bool, force: bool, unknown: &[usize]) -> Vec<usize> {
     let mut metrics: Vec<usize> = (0..KNOWN).collect();
-    if subset && rng.chance(0.35) {
+    if subset && (rng.chance(0.35) || force) {
         let drop = rng.int(1, 4);
         for _ in 0..drop {
             let m = OPTIONAL[rng.int(0, OPTIONAL.len() as i64 - 1) as usize];
@@ -503,16 +505,23 @@ fn draw_nodes(
     stage_of: &[usize],
 ) -> Vec<NodeModel> {
     let unknown: Vec<usize> = if job.has("unknown_metrics") {
-        (KNOWN..METRICS.len()).filter(|_| rng.chance(0.6)).collect()
+        let mut some: Vec<usize> = (KNOWN..METRICS.len()).filter(|_| rng.chance(0.6)).collect();
+        if some.is_empty() {
+            some.push(TEMP);
+        }
+        some
     } else {
         Vec::new()
     };
     let slow_share = rng.range(0.05, 0.2);
+    // A job recorded with a per-node confounder has it on at least one node.
+    let forced = [0; 3].map(|_| rng.int(0, n as i64 - 1) as usize);
     (0..n)
         .map(|i| {
-            let odd = job.has("slow_node") && rng.chance(slow_share);
+            let odd = job.has("slow_node") && (rng.chance(slow_share) || i == forced[0]);
             let skewed = job.has("clock_skew");
-            let gap = (job.has("exporter_gap") && rng.chance(0.15)).then(|| {
+            let gapped = rng.chance(0.15) || i == forced[1];
+            let gap = (job.has("exporter_gap") && gapped).then(|| {
                 let at = rng.int(job.start + 120, job.end - 400);
                 (at, at + rng.int(6, 30) * STEP)
             });
@@ -539,7 +548,7 @@ fn draw_nodes(
                 } else {
                     rng.range(-2.0, 2.0)
                 },
-                metrics: draw_metrics(rng, job.has("metric_subset"), &unknown),
+                metrics: draw_metrics(rng, job.has("metric_subset"), i == forced[2], &unknown),
                 gap,
             }
         })
@@ -821,6 +830,62 @@ fn fault_moment(job: &JobModel, f: &FaultModel, k: usize, s: i64, m: &mut Moment
 
 // ---------------------------------------------------------------- values
 
+/// What a node is doing, relative to its healthy training levels.
+struct Act {
+    util: f64,
+    compute: f64,
+    pcie: f64,
+    nvlink: f64,
+    ib: f64,
+    cpu: f64,
+    disk: f64,
+    clock: f64,
+    temp_up: f64,
+}
+
+fn mode_activity(mode: Mode, b: &Base, rng: &mut Rng, a: &mut Act) {
+    match mode {
+        Mode::Train => {}
+        Mode::Event(EventKind::Checkpoint) => {
+            a.util = rng.range(0.0, 12.0);
+            a.compute = 0.05;
+            (a.pcie, a.nvlink, a.ib) = (1.8, 0.02, 0.03);
+            a.disk = rng.range(8e8, 5e9);
+            a.cpu += 25.0;
+        }
+        Mode::Event(EventKind::Eval) => {
+            a.util *= 0.7;
+            a.compute *= 0.65;
+            a.ib *= 0.3;
+            a.nvlink *= 0.5;
+            a.disk *= 2.0;
+        }
+        Mode::Event(EventKind::Stall) => {
+            a.util *= rng.range(0.1, 0.35);
+            a.compute = 0.15;
+            a.pcie *= 0.3;
+            (a.nvlink, a.ib) = (0.05, 0.05);
+            a.cpu += 35.0;
+            a.disk *= 3.0;
+        }
+        Mode::HangSpin => {
+            a.util = rng.range(98.5, 100.0);
+            a.compute = 0.12;
+            (a.pcie, a.nvlink, a.ib) = (0.005, 0.0, 0.001);
+            a.cpu = b.cpu * 0.3;
+            a.disk = 0.0;
+        }
+        Mode::HangIdle | Mode::Dead => {
+            a.util = 0.0;
+            a.compute = 0.0;
+            (a.pcie, a.nvlink, a.ib) = (0.001, 0.0, 0.0005);
+            // Hung ranks keep their NCCL watchdog threads polling; dead ones are gone.
+            a.cpu = b.cpu * if mode == Mode::Dead { 0.05 } else { 0.4 };
+            a.disk = 0.0;
+        }
+    }
+}
+
 fn sample(job: &JobModel, k: usize, s: i64, rng: &mut Rng) -> [f64; 19] {
     let m = moment(job, k, s);
     let node = &job.nodes[k];
@@ -828,135 +893,87 @@ fn sample(job: &JobModel, k: usize, s: i64, rng: &mut Rng) -> [f64; 19] {
     let lv = &job.stages[node.stage];
     let mut v = [0.0; 19];
     let pace = m.pace;
-    // Waiting in NCCL counts as busy: the GPUs' utilisation barely follows the pace.
-    let mut util = (b.util * lv.gpu + node.util_off) * (0.93 + 0.07 * pace);
-    let mut compute = pace;
-    let (mut pcie, mut nvlink, mut ib) = (pace, pace, pace);
-    let (mut cpu, mut disk) = (b.cpu, b.disk);
-    let mut clock = b.clock * node.clock;
-    let mut temp_up = 0.0;
+    let mut a = Act {
+        // Waiting in NCCL counts as busy: the GPUs' utilisation barely follows the pace.
+        util: (b.util * lv.gpu + node.util_off) * (0.93 + 0.07 * pace),
+        compute: pace,
+        pcie: pace,
+        nvlink: pace,
+        ib: pace,
+        cpu: b.cpu,
+        disk: b.disk,
+        clock: b.clock * node.clock,
+        temp_up: 0.0,
+    };
     if m.fault_here && m.fault_active {
-        apply_straggler(
-            job,
-            &m,
-            &mut util,
-            &mut compute,
-            &mut clock,
-            &mut cpu,
-            &mut temp_up,
-        );
+        apply_straggler(job, &m, &mut a);
     }
-    match m.mode {
-        Mode::Train => {}
-        Mode::Event(EventKind::Checkpoint) => {
-            util = rng.range(0.0, 12.0);
-            compute = 0.05;
-            pcie = 1.8;
-            nvlink = 0.02;
-            ib = 0.03;
-            disk = rng.range(8e8, 5e9);
-            cpu += 25.0;
-        }
-        Mode::Event(EventKind::Eval) => {
-            util *= 0.7;
-            compute *= 0.65;
-            ib *= 0.3;
-            nvlink *= 0.5;
-            disk *= 2.0;
-        }
-        Mode::Event(EventKind::Stall) => {
-            util *= rng.range(0.1, 0.35);
-            compute = 0.15;
-            pcie *= 0.3;
-            nvlink = 0.05;
-            ib = 0.05;
-            cpu += 35.0;
-            disk *= 3.0;
-        }
-        Mode::HangSpin => {
-            util = rng.range(98.5, 100.0);
-            compute = 0.12;
-            (pcie, nvlink, ib) = (0.005, 0.0, 0.001);
-            cpu = b.cpu * 0.3;
-            disk = 0.0;
-        }
-        Mode::HangIdle | Mode::Dead => {
-            util = 0.0;
-            compute = 0.0;
-            (pcie, nvlink, ib) = (0.001, 0.0, 0.0005);
-            cpu = b.cpu * if m.mode == Mode::Dead { 0.05 } else { 0.2 };
-            disk = 0.0;
-        }
-    }
+    mode_activity(m.mode, b, rng, &mut a);
     if node.rank0 {
-        cpu += 22.0 + 8.0 * rng.unit();
-        disk *= 4.0;
-        util -= 3.0;
+        a.cpu += 22.0 + 8.0 * rng.unit();
+        a.disk *= 4.0;
+        a.util -= 3.0;
     }
     if m.fault_here && m.fault_active {
-        apply_link_faults(job, &m, &mut pcie, &mut nvlink, &mut ib);
+        apply_link_faults(job, &m, &mut a);
     }
     let noise = |rng: &mut Rng, x: f64| x * (1.0 + job.noise * rng.normal());
-    v[UTIL] = noise(rng, util).clamp(0.0, 100.0);
+    v[UTIL] = noise(rng, a.util).clamp(0.0, 100.0);
     v[UTIL_MIN] = (v[UTIL] - rng.range(1.0, 6.0)).max(0.0);
-    let watts = b.idle_w + (b.busy_w - b.idle_w) * compute * lv.gpu;
+    let dead = m.mode == Mode::Dead;
+    // A GPU holding a hung context idles above one whose process exited.
+    let floor = b.idle_w * if dead { 0.9 } else { 1.25 };
+    let watts = floor + (b.busy_w - floor) * a.compute * lv.gpu;
     v[POWER] = noise(rng, watts * node.power);
-    v[CLOCK] = (clock + 15.0 * rng.normal()).round();
-    v[MEM_UTIL] = noise(rng, b.mem_util * lv.mem * compute);
-    v[PCIE] = noise(rng, b.pcie * lv.pcie * pcie);
-    v[NVLINK] = noise(rng, b.nvlink * lv.nvlink * nvlink);
-    v[IB_TX] = noise(rng, b.ib * lv.ib_tx * ib);
-    v[IB_RX] = noise(rng, b.ib * lv.ib_rx * ib);
-    v[CPU] = noise(rng, cpu).clamp(0.0, 100.0);
-    v[MEM] = b.mem_gib + if node.rank0 { 120.0 } else { 0.0 } + 2.0 * rng.normal();
-    v[DISK] = noise(rng, disk);
-    v[TEMP] = 32.0 + 38.0 * (v[POWER] / b.busy_w).min(1.2) + node.temp + temp_up + rng.normal();
-    v[GPU_MEM] = b.gpu_mem + 0.3 * rng.normal();
-    v[LOAD] = noise(rng, cpu * 0.9);
+    v[CLOCK] = (a.clock + 15.0 * rng.normal()).round();
+    v[MEM_UTIL] = noise(rng, b.mem_util * lv.mem * a.compute);
+    v[PCIE] = noise(rng, b.pcie * lv.pcie * a.pcie);
+    v[NVLINK] = noise(rng, b.nvlink * lv.nvlink * a.nvlink);
+    v[IB_TX] = noise(rng, b.ib * lv.ib_tx * a.ib);
+    v[IB_RX] = noise(rng, b.ib * lv.ib_rx * a.ib);
+    v[CPU] = noise(rng, a.cpu).clamp(0.0, 100.0);
+    // A dead rank's host and device memory are freed.
+    let held = if dead { 0.08 } else { 1.0 };
+    v[MEM] = b.mem_gib * held + if node.rank0 { 120.0 } else { 0.0 } + 2.0 * rng.normal();
+    v[DISK] = noise(rng, a.disk);
+    v[TEMP] = 32.0 + 38.0 * (v[POWER] / b.busy_w).min(1.2) + node.temp + a.temp_up + rng.normal();
+    v[GPU_MEM] = b.gpu_mem * held + 0.3 * rng.normal();
+    v[LOAD] = noise(rng, a.cpu * 0.9);
     counters(job, &m, rng, &mut v);
     v
 }
 
-#[allow(clippy::too_many_arguments)]
-fn apply_straggler(
-    job: &JobModel,
-    m: &Moment,
-    util: &mut f64,
-    compute: &mut f64,
-    clock: &mut f64,
-    cpu: &mut f64,
-    temp_up: &mut f64,
-) {
+fn apply_straggler(job: &JobModel, m: &Moment, a: &mut Act) {
     let Some(f) = &job.fault else { return };
     match f.effect {
         // A starved GPU idles between kernels.
         Effect::CpuSlow | Effect::PcieCap | Effect::LinkSlow(_) => {
-            *util *= 1.0 - m.own;
+            a.util *= 1.0 - m.own;
             if f.effect == Effect::CpuSlow {
-                *cpu = (*cpu + 55.0 * m.own / f.drop.max(0.01)).min(99.0);
+                a.cpu = (a.cpu + 55.0 * m.own / f.drop.max(0.01)).min(99.0);
             }
         }
         // Throttled GPUs stay busy, just slower: clock and power fall, heat rises.
         Effect::Throttle => {
-            *util = (*util / (0.93 + 0.07 * m.pace)).min(99.5);
-            *clock *= 1.0 - m.own;
-            *compute = (1.0 - m.own * 1.3).max(0.3);
-            *temp_up = 60.0 * m.own;
+            a.util = (a.util / (0.93 + 0.07 * m.pace)).min(99.5);
+            a.clock *= 1.0 - m.own;
+            a.compute = (1.0 - m.own * 1.3).max(0.3);
+            a.temp_up = 60.0 * m.own;
         }
         _ => {}
     }
 }
 
-fn apply_link_faults(job: &JobModel, m: &Moment, pcie: &mut f64, nvlink: &mut f64, ib: &mut f64) {
+fn apply_link_faults(job: &JobModel, m: &Moment, a: &mut Act) {
     let Some(f) = &job.fault else { return };
     match f.effect {
-        Effect::PcieCap => *pcie = pcie.min(0.25 + f.drop * 0.5),
+        Effect::PcieCap => a.pcie = a.pcie.min(0.25 + f.drop * 0.5),
         Effect::LinkSlow(NVLINK) | Effect::LinkDead(NVLINK) => {
-            *nvlink *= if f.timeout.is_some() { 0.0 } else { 0.3 }
+            a.nvlink *= if f.timeout.is_some() { 0.0 } else { 0.3 }
         }
-        Effect::LinkSlow(_) => *ib *= 0.875 - f.drop * 0.5,
-        Effect::LinkDead(_) => *ib = 0.0,
-        Effect::Flap if m.flap_down => *ib = 0.0,
+        Effect::LinkSlow(_) => a.ib *= 0.875 - f.drop * 0.5,
+        Effect::LinkDead(_) => a.ib = 0.0,
+        Effect::Flap if m.flap_down => a.ib = 0.0,
         _ => {}
     }
 }
