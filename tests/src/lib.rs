@@ -17,6 +17,8 @@
 //!   known hardware failure rate, for the reliability report.
 //! * [`metric_traces`]: per-node metric traces of training jobs with planted
 //!   faulty machines, and the scorer of `lemon watch`'s calls.
+//! * [`independent_traces`]: the same kind of traces written without reading
+//!   the detector (issue 45), with confounders, and its scorer.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod cluster;
@@ -24,6 +26,7 @@ pub mod fake_nvml;
 pub mod fixture;
 pub mod history;
 pub mod independent_history;
+pub mod independent_traces;
 pub mod job_logs;
 pub mod metric_traces;
 #[cfg(feature = "reliability")]
