@@ -257,3 +257,31 @@ fn a_call_below_the_drain_bars_is_of_the_report_tier_and_the_same_call_above_the
         assert_eq!(reported[0].1, Tier::Report, "{nodes} nodes");
     }
 }
+
+#[test]
+fn evidence_from_host_or_unknown_metrics_alone_reports_and_never_drains() {
+    // The same 16-node ECC fault, with the GPU and network metrics taken
+    // out of `primary`: every metric then weighs as a host or unknown one.
+    let trace = generate(&TraceSpec {
+        seed: HELD_OUT + 40_002,
+        job: "4540002".into(),
+        nodes: 16,
+        start: 1_760_000_000,
+        duration_s: 3000,
+        fault: Some(FaultKind::Ecc),
+    });
+    let default = tiered_calls_on(&trace);
+    assert_eq!(default.len(), 1, "{default:?}");
+    assert_eq!(default[0].1, Tier::Drain);
+    let no_primary = Config {
+        primary: Vec::new(),
+        secondary_weight: 0.9,
+        ..Config::default()
+    };
+    let calls = tiered_calls_with(&trace, no_primary);
+    assert!(!calls.is_empty(), "the node still stands apart");
+    assert!(
+        calls.iter().all(|(_, tier)| *tier == Tier::Report),
+        "{calls:?}"
+    );
+}

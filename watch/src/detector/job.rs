@@ -235,6 +235,7 @@ impl Job {
         }
         let evidence = &scratch.peers.evidence;
         let mut named: Vec<(usize, &str)> = Vec::new();
+        let mut primary = false;
         let mut learned = 0;
         for metric in &self.metrics {
             if metric.baseline.is_none() {
@@ -242,12 +243,17 @@ impl Job {
             }
             if evidence[learned * nodes + candidate.node] > 0.0 {
                 named.push((metric.rule.rank, &metric.name));
+                primary |= metric.rule.weight >= 1.0;
             }
             learned += 1;
         }
         named.sort();
         let metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
-        let tier = if candidate.score >= cfg.drain_score {
+        // A drain needs a GPU or network metric among the evidence (Minder's
+        // metric priority). Host load and metrics the detector does not know
+        // say something is different about the node, not that its share of
+        // the job failed: alone, they report, never drain.
+        let tier = if candidate.score >= cfg.drain_score && primary {
             Tier::Drain
         } else {
             Tier::Report
