@@ -210,7 +210,12 @@ pub fn markdown(keys: &[Key]) -> String {
             out += &format!("\n## `[{title}]`\n\n| key | default | meaning |\n|---|---|---|\n");
             current = Some(&k.section);
         }
-        let meaning = k.meaning.replace('|', "\\|");
+        // The comments quote paths like /proc/<pid>/comm: not HTML.
+        let meaning = k
+            .meaning
+            .replace('|', "\\|")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
         let default = k.default.replace('|', "\\|");
         out += &format!("| `{}` | {default} | {meaning} |\n", k.name);
     }
