@@ -50,7 +50,7 @@ pub fn environment(recorder: Recorder, buffer: u32, dir: &Path) -> Vec<(&'static
 pub fn defeated_by(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     let mut why = Vec::new();
     for name in ["TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] {
-        if let Some(v) = env(name) {
+        if let Some(v) = env(name).filter(|v| !is_ours(v)) {
             why.push(format!("{name}={v}"));
         }
     }
@@ -68,6 +68,20 @@ pub fn defeated_by(env: impl Fn(&str) -> Option<String>) -> Option<String> {
             why.join(", ")
         )
     })
+}
+
+/// A prefix this plugin set in an earlier step of the job (a batch
+/// script's environment is every later `srun` step's):
+/// `.../flight-recorder/<job>/nccl_trace_rank_`.
+fn is_ours(prefix: &str) -> bool {
+    let path = Path::new(prefix);
+    let named_ours = path.file_name().is_some_and(|n| n == DUMP_PREFIX);
+    let under_root = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "flight-recorder");
+    named_ours && under_root
 }
 
 /// PyTorch's reading of a boolean variable's "no".
@@ -149,6 +163,14 @@ mod tests {
             }
         };
         assert_eq!(defeated_by(env(&[])), None);
+        // What the plugin set for the batch step, inherited by a later srun.
+        assert_eq!(
+            defeated_by(env(&[(
+                "TORCH_FR_DUMP_TEMP_FILE",
+                "/var/lib/lemonade/flight-recorder/77/nccl_trace_rank_"
+            )])),
+            None
+        );
         assert_eq!(defeated_by(env(&[("TORCH_FR_BUFFER_SIZE", "4000")])), None);
         assert_eq!(
             defeated_by(env(&[("TORCH_FR_DUMP_DYNAMIC_FILE_NAME", "0")])),
