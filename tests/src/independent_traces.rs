@@ -1209,6 +1209,19 @@ impl Tally {
             self.found as f64 / self.faulty as f64
         }
     }
+    /// Adds `t`'s counts to these (scores of several seeds or slices).
+    pub fn add(&mut self, t: &Tally) {
+        self.jobs += t.jobs;
+        self.faulty += t.faulty;
+        self.found += t.found;
+        self.calls += t.calls;
+        self.right += t.right;
+        self.healthy_called += t.healthy_called;
+        self.wrong_node += t.wrong_node;
+        self.drain_on_healthy += t.drain_on_healthy;
+        self.delays.extend_from_slice(&t.delays);
+    }
+
     /// Median delay from onset to the first right call (seconds), if any.
     pub fn median_delay(&self) -> Option<f64> {
         let mut d = self.delays.clone();
@@ -1256,12 +1269,16 @@ pub fn score(jobs: &[IndependentJob], calls: &[Call]) -> Score {
             .map(|((_, n), (t, d))| (*n, *t, *d))
             .collect();
         let tally = tally_job(job, &mine);
-        add(&mut score.all, &tally);
+        score.all.add(&tally);
         for c in &job.confounders {
-            add(score.by_confounder.entry(c.clone()).or_default(), &tally);
+            score
+                .by_confounder
+                .entry(c.clone())
+                .or_default()
+                .add(&tally);
         }
         if let Some(f) = &job.fault {
-            add(score.by_kind.entry(f.kind.clone()).or_default(), &tally);
+            score.by_kind.entry(f.kind.clone()).or_default().add(&tally);
         }
     }
     score.all.calls += score.unknown_job_calls;
@@ -1293,18 +1310,6 @@ fn tally_job(job: &IndependentJob, calls: &[(&str, i64, bool)]) -> Tally {
         }
     }
     t
-}
-
-fn add(into: &mut Tally, t: &Tally) {
-    into.jobs += t.jobs;
-    into.faulty += t.faulty;
-    into.found += t.found;
-    into.calls += t.calls;
-    into.right += t.right;
-    into.healthy_called += t.healthy_called;
-    into.wrong_node += t.wrong_node;
-    into.drain_on_healthy += t.drain_on_healthy;
-    into.delays.extend_from_slice(&t.delays);
 }
 
 fn row(f: &mut fmt::Formatter<'_>, name: &str, t: &Tally) -> fmt::Result {

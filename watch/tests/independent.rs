@@ -40,18 +40,6 @@ fn calls_on(spec: &IndependentSpec) -> (Vec<IndependentJob>, Vec<Call>) {
     (jobs, calls)
 }
 
-fn add(total: &mut Tally, t: &Tally) {
-    total.jobs += t.jobs;
-    total.faulty += t.faulty;
-    total.found += t.found;
-    total.calls += t.calls;
-    total.right += t.right;
-    total.healthy_called += t.healthy_called;
-    total.wrong_node += t.wrong_node;
-    total.drain_on_healthy += t.drain_on_healthy;
-    total.delays.extend(&t.delays);
-}
-
 /// Both tiers and the drain tier alone, over `seeds`, with the per-confounder table.
 fn evaluate(seeds: impl Iterator<Item = u64>, jobs: usize) -> (Tally, Tally, Score) {
     let (mut both, mut drain) = (Tally::default(), Tally::default());
@@ -61,15 +49,15 @@ fn evaluate(seeds: impl Iterator<Item = u64>, jobs: usize) -> (Tally, Tally, Sco
         spec.jobs = jobs;
         let (truth, calls) = calls_on(&spec);
         let all = score(&truth, &calls);
-        add(&mut both, &all.all);
+        both.add(&all.all);
         for (k, t) in &all.by_confounder {
-            add(by.by_confounder.entry(k.clone()).or_default(), t);
+            by.by_confounder.entry(k.clone()).or_default().add(t);
         }
         for (k, t) in &all.by_kind {
-            add(by.by_kind.entry(k.clone()).or_default(), t);
+            by.by_kind.entry(k.clone()).or_default().add(t);
         }
         let drains: Vec<Call> = calls.into_iter().filter(|c| c.drain).collect();
-        add(&mut drain, &score(&truth, &drains).all);
+        drain.add(&score(&truth, &drains).all);
     }
     by.all = both.clone();
     (both, drain, by)
