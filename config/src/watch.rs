@@ -54,6 +54,15 @@ pub struct WatchSettings {
     /// ... for this many steps after one, no candidate counts, for or
     /// against continuity.
     pub settle_steps: u32,
+    /// A node that sits where the whole job was within this many seconds
+    /// (it is late into or out of a shared phase: rank 0 still writing the
+    /// checkpoint, a node that left the evaluation last) is lagging the job,
+    /// not failing: it is no candidate while that holds.
+    pub phase_lag_s: i64,
+    /// A falling metric gives no evidence while the job's level of it is
+    /// below this fraction of its warm-up level: the whole job is in a
+    /// checkpoint, an evaluation or a stall, and who is lowest says nothing.
+    pub shared_phase_fraction: f64,
     /// Jobs with at most this many nodes get only the drastic-drop rule: with
     /// 2 or 3 nodes "the odd one out" is not defined by peers.
     pub small_job_max_nodes: usize,
@@ -80,6 +89,13 @@ pub struct WatchSettings {
     pub secondary_weight: f64,
     /// Metrics whose rise is the fault sign (congestion counters).
     pub rising: Vec<String>,
+    /// Metrics the shared network moves as well as the node (other tenants'
+    /// traffic, incast): evidence from these alone must hold
+    /// `fabric_only_steps` before a call.
+    pub fabric: Vec<String>,
+    /// Consecutive steps a node must stand apart on `fabric` metrics alone
+    /// (no fall in its own GPU, PCIe or NVLink work) before it is called.
+    pub fabric_only_steps: u32,
     /// `lemon watch --live`: `embedded` (the node sampler's samples in
     /// lemon.db) or `prometheus` (needs `prometheus_url`).
     pub source: WatchSourceKind,
@@ -109,6 +125,8 @@ impl Default for WatchSettings {
             continuity_steps: 4,
             transition_change: 0.25,
             settle_steps: 2,
+            phase_lag_s: 120,
+            shared_phase_fraction: 0.5,
             small_job_max_nodes: 3,
             small_job_drop: 0.5,
             small_job_sustain_s: 180,
@@ -120,6 +138,7 @@ impl Default for WatchSettings {
                 "gpu_power",
                 "gpu_sm_clock",
                 "gpu_mem_util",
+                "gpu_mem_used",
                 "nvlink_tx",
                 "pcie_tx",
                 "ib_tx",
@@ -130,6 +149,8 @@ impl Default for WatchSettings {
             secondary: names(&["cpu_util", "mem_used", "disk_io"]),
             secondary_weight: 0.5,
             rising: names(&["pfc_pause", "cnp"]),
+            fabric: names(&["ib_tx", "ib_rx", "pfc_pause", "cnp"]),
+            fabric_only_steps: 12,
             source: WatchSourceKind::default(),
             prometheus_url: None,
             prometheus: PrometheusSettings::default(),

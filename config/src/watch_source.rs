@@ -92,6 +92,7 @@ impl Default for PrometheusSettings {
                     "avg",
                     false,
                 ),
+                m("gpu_mem_used", "DCGM_FI_DEV_FB_USED", dcgm, "sum", false),
                 m("pcie_tx", "DCGM_FI_PROF_PCIE_TX_BYTES", dcgm, "sum", false),
                 m(
                     "nvlink_tx",

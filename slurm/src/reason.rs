@@ -136,6 +136,7 @@ pub fn short_metric(metric: &str) -> &str {
         "gpu_power" => "pwr",
         "gpu_sm_clock" => "clk",
         "gpu_mem_util" => "gmem",
+        "gpu_mem_used" => "fb",
         "nvlink_tx" => "nvl",
         "pcie_tx" => "pcie",
         "ib_tx" => "ibtx",

@@ -20,6 +20,8 @@ const UNSTEADY_LOG_RATIO: f64 = std::f64::consts::LN_2;
 pub struct MetricBaseline {
     /// Added to the job's level before dividing by it (metrics at 0).
     pub floor: f64,
+    /// The job's typical level over the window (its median node, median step).
+    pub level: f64,
     /// The typical wobble of one node's denoised value over time, relative
     /// to the job's level: the least spread a step is given.
     pub noise: f64,
@@ -106,6 +108,7 @@ impl MetricBaseline {
         let noise = median(&mut wobble).unwrap_or(0.0);
         Some(Self {
             floor,
+            level,
             noise,
             ratio,
             typical_ratio,

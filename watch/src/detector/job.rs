@@ -7,7 +7,7 @@ use super::rules::{Direction, MetricRule};
 use super::small;
 use crate::{Detection, Tier};
 use lemonade_config::WatchSettings;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::series::Series;
 
@@ -44,6 +44,10 @@ pub struct Job {
     settling: u32,
     /// The levels of the learned metrics before the last phase change.
     edge_levels: Vec<f64>,
+    /// The levels of the learned metrics at the last `phase_lag_s` of steps, newest last.
+    recent_levels: VecDeque<Vec<f64>>,
+    /// A node of this job was drained: what follows is the fault's wake.
+    drained: bool,
     /// Small jobs: since when each node has been flagged without a break.
     flagged_since: Vec<Option<i64>>,
     /// `values[metric * nodes + node]` of the current step.
@@ -73,6 +77,8 @@ impl Job {
             candidate: None,
             settling: 0,
             edge_levels: Vec::new(),
+            recent_levels: VecDeque::new(),
+            drained: false,
             flagged_since: Vec::new(),
             values: Vec::new(),
         }
@@ -137,6 +143,9 @@ impl Job {
         scratch: &mut StepScratch,
         out: &mut Vec<Detection>,
     ) {
+        if self.drained {
+            return;
+        }
         self.snapshot(end, cfg);
         if end < self.start + cfg.warmup_s {
             if end >= self.start + cfg.warmup_s - cfg.baseline_s {
@@ -217,6 +226,8 @@ impl Job {
         // Across a shared phase edge, a node whose clock lags still shows
         // the level before it: it counts only if it stands out from that too.
         // Either way the edge neither makes nor breaks continuity.
+        let picked = picked.filter(|c| !self.lags_the_job(c.node, cfg, &scratch.peers));
+        self.remember_levels(cfg, &scratch.peers.levels);
         let candidate = match picked {
             Some(c) if !settling || self.stands_out_from_edge(c.node, cfg, &scratch.peers) => c,
             _ if settling => return,
@@ -233,27 +244,19 @@ impl Job {
         if count < cfg.continuity_steps {
             return;
         }
-        let evidence = &scratch.peers.evidence;
-        let mut named: Vec<(usize, &str)> = Vec::new();
-        let mut primary = false;
-        let mut learned = 0;
-        for metric in &self.metrics {
-            if metric.baseline.is_none() {
-                continue;
-            }
-            if evidence[learned * nodes + candidate.node] > 0.0 {
-                named.push((metric.rule.rank, &metric.name));
-                primary |= metric.rule.weight >= 1.0;
-            }
-            learned += 1;
+        let (metrics, primary, own_work) =
+            self.evidence_of(candidate.node, &scratch.peers.evidence);
+        // Minder's metric priority: host load and metrics the detector does
+        // not know say something is different about the node, not that its
+        // share of the job failed, so alone they make no call. The network's
+        // counters move with other tenants' traffic and incast too: without
+        // a fall in the node's own work they must hold longer (a failing
+        // link or a host that cannot drain its NIC does not let up).
+        let fabric_only = !own_work && count < cfg.fabric_only_steps.max(cfg.continuity_steps);
+        if !primary || fabric_only {
+            return;
         }
-        named.sort();
-        let metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
-        // A drain needs a GPU or network metric among the evidence (Minder's
-        // metric priority). Host load and metrics the detector does not know
-        // say something is different about the node, not that its share of
-        // the job failed: alone, they report, never drain.
-        let tier = if candidate.score >= cfg.drain_score && primary {
+        let tier = if candidate.score >= cfg.drain_score {
             Tier::Drain
         } else {
             Tier::Report
@@ -264,6 +267,38 @@ impl Job {
             (metrics, candidate.score, tier),
             out,
         );
+    }
+
+    /// The metrics with evidence against `node`, most sensitive first, and
+    /// whether a primary metric, and one that is the node's own work
+    /// ([`MetricRule::own_work`]), are among them.
+    fn evidence_of(&self, node: usize, evidence: &[f64]) -> (Vec<String>, bool, bool) {
+        let nodes = self.nodes.len();
+        let mut named: Vec<(usize, &str)> = Vec::new();
+        let (mut primary, mut own_work) = (false, false);
+        let learned = self.metrics.iter().filter(|m| m.baseline.is_some());
+        for (i, metric) in learned.enumerate() {
+            if evidence[i * nodes + node] > 0.0 {
+                named.push((metric.rule.rank, &metric.name));
+                primary |= metric.rule.weight >= 1.0;
+                own_work |= metric.rule.own_work();
+            }
+        }
+        named.sort();
+        let metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
+        (metrics, primary, own_work)
+    }
+
+    /// Keeps this step's levels for [`Job::lags_the_job`].
+    fn remember_levels(&mut self, cfg: &WatchSettings, levels: &[f64]) {
+        let keep = (cfg.phase_lag_s / cfg.interval_s).max(0) as usize;
+        if keep == 0 {
+            return;
+        }
+        if self.recent_levels.len() >= keep {
+            self.recent_levels.pop_front();
+        }
+        self.recent_levels.push_back(levels.to_vec());
     }
 
     /// Records each compared metric's level; a primary metric that falls
@@ -288,6 +323,60 @@ impl Job {
             }
             self.settling = cfg.settle_steps + 1;
         }
+    }
+
+    /// Whether `node` sits where the whole job was at some step of the last
+    /// `phase_lag_s`, on every metric with evidence against it, while the
+    /// job's level of a watched metric moved in that time: it is late into
+    /// or out of a shared phase, so it is lagging the job, not failing.
+    fn lags_the_job(&self, node: usize, cfg: &WatchSettings, step: &peers::Scratch) -> bool {
+        let nodes = self.nodes.len();
+        let learned = self
+            .metrics
+            .iter()
+            .enumerate()
+            .filter_map(|(m, metric)| Some((m, metric, metric.baseline.as_ref()?)));
+        let (mut moved, mut alarming) = (false, false);
+        for (i, (m, metric, baseline)) in learned.enumerate() {
+            let levels = self.recent_levels.iter().filter_map(|l| l.get(i).copied());
+            let (lo, hi) = levels
+                .filter(|l| !l.is_nan())
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), l| {
+                    (lo.min(l), hi.max(l))
+                });
+            let against = step
+                .evidence
+                .get(i * nodes + node)
+                .is_some_and(|&e| e > 0.0);
+            if lo > hi {
+                if against {
+                    return false;
+                }
+                continue;
+            }
+            let floor = baseline.floor;
+            let watched = metric.rule.weight >= 1.0 && metric.rule.direction == Direction::Falls;
+            moved |= watched && peers::log_ratio(hi, lo, floor) > cfg.transition_change;
+            if !against {
+                continue;
+            }
+            alarming = true;
+            let v = self.values[m * nodes + node];
+            let margin = cfg.evidence_z * step.spreads.get(i).copied().unwrap_or(0.0);
+            let above_lowest =
+                peers::log_ratio(v, lo, floor) - baseline.expected(node, lo) >= -margin;
+            let below_highest =
+                peers::log_ratio(v, hi, floor) - baseline.expected(node, hi) <= margin;
+            let inside = match metric.rule.direction {
+                Direction::Falls => above_lowest,
+                Direction::Rises => below_highest,
+                Direction::Either => above_lowest && below_highest,
+            };
+            if !inside {
+                return false;
+            }
+        }
+        moved && alarming
     }
 
     /// Whether `node` also stands out against the levels before the last
@@ -340,7 +429,7 @@ impl Job {
                 &metric.rule,
                 baseline,
                 values,
-                cfg.small_job_drop,
+                (cfg.small_job_drop, cfg.shared_phase_fraction),
                 &mut scratch.drops,
             );
             for &(node, ratio) in &scratch.drops {
@@ -377,6 +466,7 @@ impl Job {
         out: &mut Vec<Detection>,
     ) {
         self.called[node] = true;
+        self.drained |= tier == Tier::Drain;
         self.candidate = None;
         out.push(Detection {
             job: self.id.to_string(),

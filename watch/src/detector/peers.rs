@@ -10,7 +10,7 @@
 //! way are weighed by metric priority and combined.
 
 use super::baseline::MetricBaseline;
-use super::rules::MetricRule;
+use super::rules::{Direction, MetricRule};
 use crate::stats::{median, scaled_mad};
 use lemonade_config::WatchSettings;
 
@@ -32,6 +32,8 @@ pub struct Scratch {
     sorted: Vec<f64>,
     /// Combined squared evidence per node.
     pub combined: Vec<f64>,
+    /// Whether a primary metric gives evidence against the node.
+    primary: Vec<bool>,
     /// Evidence per metric and node (`metric * nodes + node`), 0 when below `evidence_z`.
     pub evidence: Vec<f64>,
     /// The job's level (median node) per metric; NaN with too few nodes.
@@ -57,6 +59,8 @@ pub fn step(
 ) -> Option<Candidate> {
     scratch.combined.clear();
     scratch.combined.resize(nodes, 0.0);
+    scratch.primary.clear();
+    scratch.primary.resize(nodes, false);
     scratch.evidence.clear();
     scratch.evidence.resize(metrics.len() * nodes, 0.0);
     scratch.levels.clear();
@@ -69,6 +73,9 @@ pub fn step(
         };
         scratch.levels.push(level);
         scratch.spreads.push(spread);
+        if in_shared_phase(metric, level, cfg) {
+            continue;
+        }
         for (node, r) in scratch.residual.iter().enumerate() {
             if r.is_nan() {
                 continue;
@@ -78,7 +85,16 @@ pub fn step(
                 let weighed = metric.rule.weight * alarm;
                 scratch.evidence[m * nodes + node] = weighed;
                 scratch.combined[node] += weighed * weighed;
+                scratch.primary[node] |= metric.rule.weight >= 1.0;
             }
+        }
+    }
+    // Host and unknown metrics only add to a node that a primary metric
+    // already sets apart: alone, a rank 0 that logs would outrank, and so
+    // hide, the node that failed.
+    for (c, &primary) in scratch.combined.iter_mut().zip(&scratch.primary) {
+        if !primary {
+            *c = 0.0;
         }
     }
     pick(&scratch.combined, cfg)
@@ -117,6 +133,15 @@ fn residuals(
         .max(metric.baseline.noise)
         .max(cfg.min_spread);
     Some((level, centre, spread))
+}
+
+/// Whether the whole job sits far below its learned level of a metric that
+/// falls with a fault (a checkpoint, an evaluation, a stall, the network of a
+/// hung job): then every node is near the floor, and which one is lowest
+/// says nothing about its machine. The metric gives no evidence meanwhile.
+fn in_shared_phase(metric: &MetricStep<'_>, level: f64, cfg: &WatchSettings) -> bool {
+    metric.rule.direction == Direction::Falls
+        && level < cfg.shared_phase_fraction * metric.baseline.level
 }
 
 /// How many times the job's level `value` is, on a log scale, with `floor`

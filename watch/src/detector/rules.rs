@@ -22,6 +22,8 @@ pub struct MetricRule {
     /// Place in the priority order (lower is more sensitive); unknown metrics
     /// come after every named one.
     pub rank: usize,
+    /// The shared network moves it too (`[watch] fabric`).
+    pub fabric: bool,
 }
 
 impl MetricRule {
@@ -44,11 +46,18 @@ impl MetricRule {
             weight,
             direction,
             rank,
+            fabric: named(&settings.fabric).is_some(),
         }
     }
 
     /// The deviation `z` (node minus peers, in robust deviations) as evidence
     /// of a fault: positive when it points the faulty way.
+    /// Whether a fall of this metric is the node's own work falling: a
+    /// primary metric that falls with a fault and that the network does not move.
+    pub fn own_work(&self) -> bool {
+        self.weight >= 1.0 && self.direction == Direction::Falls && !self.fabric
+    }
+
     pub fn alarm(&self, z: f64) -> f64 {
         match self.direction {
             Direction::Falls => -z,

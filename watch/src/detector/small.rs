@@ -11,13 +11,14 @@ use super::baseline::MetricBaseline;
 use super::rules::{Direction, MetricRule};
 
 /// For each node, how many times lower than its closest peer it sits on
-/// this metric, when that is a drastic drop: (node, ratio). `values` holds
-/// the denoised values per node, NaN for missing.
+/// this metric, when that is a drastic drop while every peer still works
+/// at `peers_working` of its own level or more: (node, ratio). `values`
+/// holds the denoised values per node, NaN for missing.
 pub fn drops(
     rule: &MetricRule,
     baseline: &MetricBaseline,
     values: &[f64],
-    drop: f64,
+    (drop, peers_working): (f64, f64),
     out: &mut Vec<(usize, f64)>,
 ) {
     // Host metrics move with roles (a rank 0 that logs on while the job
@@ -36,7 +37,9 @@ pub fn drops(
             .filter(|&peer| peer != node)
             .filter_map(relative)
             .fold(f64::INFINITY, f64::min);
-        if lowest_peer.is_finite() && mine < drop * lowest_peer {
+        // Peers far below their own level too: the job hung or paused, and
+        // with two or three nodes nobody can say whose machine stopped it.
+        if lowest_peer.is_finite() && lowest_peer >= peers_working && mine < drop * lowest_peer {
             out.push((node, lowest_peer / mine.max(1e-12)));
         }
     }
@@ -55,7 +58,7 @@ mod tests {
             &MetricRule::of("ib_tx", &cfg),
             &base,
             values,
-            cfg.small_job_drop,
+            (cfg.small_job_drop, cfg.shared_phase_fraction),
             &mut out,
         );
         out.into_iter().map(|(n, _)| n).collect()
@@ -69,6 +72,12 @@ mod tests {
     #[test]
     fn a_moderate_gap_between_two_nodes_is_not_flagged() {
         assert!(flagged(&[100.0, 70.0]).is_empty());
+    }
+
+    #[test]
+    fn a_node_that_stopped_beside_a_peer_that_stopped_too_is_not_flagged() {
+        // A hung pair: one node idle, the other blocked at a third of its level.
+        assert!(flagged(&[2.0, 30.0]).is_empty());
     }
 
     #[test]

@@ -1,0 +1,125 @@
+//! What the detector takes for the job's own behaviour rather than a
+//! machine's fault (issue 45): a node late out of a job-wide phase, the
+//! lowest node while the whole job sits far below its level, congestion
+//! counters that burst and stop, and what follows a drain. Each trace is
+//! built here, step by step, so that each test isolates one rule: remove
+//! the rule and its test fails.
+
+use lemonade_watch::{Config, Detection, Detector, Sample, Tier};
+
+const START: i64 = 1_760_000_000;
+const NODES: usize = 8;
+
+/// Runs the default detector over `minutes` of 10 s samples of `metrics`
+/// for one 8-node job; `value(node, seconds since start, metric)` gives
+/// each sample, with a small wobble added so peers never agree exactly.
+fn calls(
+    minutes: i64,
+    metrics: &[&str],
+    value: impl Fn(usize, i64, &str) -> f64,
+) -> Vec<Detection> {
+    let mut detector = Detector::new(Config::default());
+    let names: Vec<String> = (0..NODES).map(|n| format!("node{n:02}")).collect();
+    let mut out = Vec::new();
+    for t in (0..minutes * 60).step_by(10) {
+        for (node, name) in names.iter().enumerate() {
+            for metric in metrics {
+                let wobble = 1.0 + 0.01 * (((node * 7) as i64 + t / 10) % 5 - 2) as f64;
+                let sample = Sample {
+                    time: START + t,
+                    job: "4242",
+                    node: name,
+                    metric,
+                    value: value(node, t, metric) * wobble,
+                };
+                out.extend(detector.push(sample).expect("in time order"));
+            }
+        }
+    }
+    out
+}
+
+/// A job-wide checkpoint every 5 minutes from minute 10: 60 s in which
+/// every node's `gpu_util` sits at 5 instead of 80.
+fn in_checkpoint(t: i64) -> bool {
+    t >= 600 && (t - 600) % 300 < 60
+}
+
+#[test]
+fn a_node_that_leaves_every_job_wide_checkpoint_90_s_late_is_not_called() {
+    // Rank 0 writes the checkpoint: it stays in it 90 s after the others.
+    let late = |node: usize, t: i64, _: &str| {
+        let lagging = node == 0 && t >= 600 && (t - 600) % 300 < 150;
+        if in_checkpoint(t) || lagging {
+            5.0
+        } else {
+            80.0
+        }
+    };
+    let got = calls(30, &["gpu_util"], late);
+    assert!(got.is_empty(), "{got:?}");
+}
+
+#[test]
+fn a_node_that_stops_long_after_the_last_checkpoint_is_still_called() {
+    let stops = |node: usize, t: i64, _: &str| {
+        if in_checkpoint(t) || (node == 3 && t >= 1_260) {
+            5.0
+        } else {
+            80.0
+        }
+    };
+    let got = calls(30, &["gpu_util"], stops);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].node, "node03");
+    assert_eq!(got[0].tier, Tier::Drain);
+}
+
+#[test]
+fn while_the_whole_job_sits_far_below_its_level_its_lowest_node_is_not_called() {
+    // A 5-minute evaluation: every node at 10, node 3 the lowest at 2.
+    let eval = |node: usize, t: i64, _: &str| match (node, (600..900).contains(&t)) {
+        (3, true) => 2.0,
+        (_, true) => 10.0,
+        _ => 80.0,
+    };
+    let got = calls(20, &["gpu_util"], eval);
+    assert!(got.is_empty(), "{got:?}");
+}
+
+#[test]
+fn congestion_counters_alone_are_called_only_when_they_hold() {
+    let metrics = ["gpu_util", "pfc_pause"];
+    // Node 5's pause frames climb a hundredfold for `seconds` from minute 8.
+    let burst = |seconds: i64| {
+        move |node: usize, t: i64, metric: &str| match metric {
+            "pfc_pause" if node == 5 && (480..480 + seconds).contains(&t) => 5_000.0,
+            "pfc_pause" => 50.0,
+            _ => 80.0,
+        }
+    };
+    let short = calls(20, &metrics, burst(90));
+    assert!(short.is_empty(), "a 90 s burst: {short:?}");
+    let held = calls(20, &metrics, burst(600));
+    assert_eq!(held.len(), 1, "ten minutes: {held:?}");
+    assert_eq!(held[0].node, "node05");
+    let onset = START + 480;
+    assert!(
+        held[0].detected_at - onset >= 10 * i64::from(Config::default().fabric_only_steps),
+        "called after {} s",
+        held[0].detected_at - onset
+    );
+}
+
+#[test]
+fn after_a_drain_the_job_makes_no_further_call() {
+    // Node 2 dies at minute 8; node 4 follows at minute 12 (the fault's wake).
+    let wake = |node: usize, t: i64, _: &str| match node {
+        2 if t >= 480 => 0.0,
+        4 if t >= 720 => 0.0,
+        _ => 80.0,
+    };
+    let got = calls(20, &["gpu_util"], wake);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].node.as_str(), got[0].tier), ("node02", Tier::Drain));
+}
