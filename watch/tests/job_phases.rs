@@ -123,3 +123,34 @@ fn after_a_drain_the_job_makes_no_further_call() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].node.as_str(), got[0].tier), ("node02", Tier::Drain));
 }
+
+#[test]
+fn a_node_whose_place_was_never_learned_is_reported_not_drained() {
+    // Node 3's exporter is silent through the whole learning window (the
+    // last 2 minutes of the warm-up), so its normal is unknown: it may be a
+    // pipeline stage of its own. Its later collapse is told, not drained.
+    let mut detector = Detector::new(Config::default());
+    let mut got = Vec::new();
+    for t in (0..1_200).step_by(10) {
+        for node in 0..NODES {
+            if node == 3 && (150..320).contains(&t) {
+                continue;
+            }
+            let value = if node == 3 && t >= 600 { 5.0 } else { 80.0 };
+            let wobble = 1.0 + 0.01 * (((node * 7) as i64 + t / 10) % 5 - 2) as f64;
+            let sample = Sample {
+                time: START + t,
+                job: "4242",
+                node: &format!("node{node:02}"),
+                metric: "gpu_util",
+                value: value * wobble,
+            };
+            got.extend(detector.push(sample).expect("in time order"));
+        }
+    }
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].node.as_str(), got[0].tier),
+        ("node03", Tier::Report)
+    );
+}

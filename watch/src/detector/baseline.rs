@@ -130,6 +130,11 @@ impl MetricBaseline {
         log_ratio(level * ratio, level, self.floor)
     }
 
+    /// Whether node `node`'s own place among its peers was learned.
+    pub fn placed(&self, node: usize) -> bool {
+        self.ratio.get(node).copied().flatten().is_some()
+    }
+
     /// Node `node`'s own learned level, if it had one.
     pub fn own(&self, node: usize) -> Option<f64> {
         self.own.get(node).copied().flatten()

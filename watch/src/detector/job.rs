@@ -11,6 +11,34 @@ use std::collections::{HashMap, VecDeque};
 
 use super::series::Series;
 
+/// The evidence against a called node.
+#[derive(Debug, Default)]
+struct Evidence {
+    /// The metrics against it, most sensitive first.
+    metrics: Vec<String>,
+    /// A primary metric is among them.
+    primary: bool,
+    /// A metric of the node's own work ([`MetricRule::own_work`]) is among them.
+    own_work: bool,
+    /// The combined distance over the metrics whose place of this node
+    /// among its peers was learned in the warm-up.
+    placed_score: f64,
+    /// The combined distance over those of them that are of the node's own work.
+    placed_own_work: f64,
+}
+
+impl Evidence {
+    /// The high-confidence bar, on the metrics whose normal for this node
+    /// is known: the node stands apart by `drain_score`, and its own work
+    /// fell (the network's counters alone cannot tell a node's link from
+    /// another tenant's traffic). A node whose place was never learned (a
+    /// gap in its warm-up, an offset that wobbled) may differ by design (a
+    /// pipeline stage of its own), so it is reported.
+    fn drains(&self, cfg: &WatchSettings) -> bool {
+        self.placed_own_work > 0.0 && self.placed_score >= cfg.drain_score
+    }
+}
+
 /// One metric of one job.
 #[derive(Debug)]
 struct Metric {
@@ -244,23 +272,24 @@ impl Job {
         if count < cfg.continuity_steps {
             return;
         }
-        let (metrics, primary, own_work) =
-            self.evidence_of(candidate.node, &scratch.peers.evidence);
+        let evidence = self.evidence_of(candidate.node, &scratch.peers.evidence);
         // Minder's metric priority: host load and metrics the detector does
         // not know say something is different about the node, not that its
         // share of the job failed, so alone they make no call. The network's
         // counters move with other tenants' traffic and incast too: without
         // a fall in the node's own work they must hold longer (a failing
         // link or a host that cannot drain its NIC does not let up).
-        let fabric_only = !own_work && count < cfg.fabric_only_steps.max(cfg.continuity_steps);
-        if !primary || fabric_only {
+        let fabric_only =
+            !evidence.own_work && count < cfg.fabric_only_steps.max(cfg.continuity_steps);
+        if !evidence.primary || fabric_only {
             return;
         }
-        let tier = if candidate.score >= cfg.drain_score {
+        let tier = if evidence.drains(cfg) {
             Tier::Drain
         } else {
             Tier::Report
         };
+        let metrics = evidence.metrics;
         self.call(
             candidate.node,
             trigger,
@@ -269,24 +298,35 @@ impl Job {
         );
     }
 
-    /// The metrics with evidence against `node`, most sensitive first, and
-    /// whether a primary metric, and one that is the node's own work
-    /// ([`MetricRule::own_work`]), are among them.
-    fn evidence_of(&self, node: usize, evidence: &[f64]) -> (Vec<String>, bool, bool) {
+    /// What the evidence against `node` says, metric by metric.
+    fn evidence_of(&self, node: usize, evidence: &[f64]) -> Evidence {
         let nodes = self.nodes.len();
         let mut named: Vec<(usize, &str)> = Vec::new();
-        let (mut primary, mut own_work) = (false, false);
-        let learned = self.metrics.iter().filter(|m| m.baseline.is_some());
-        for (i, metric) in learned.enumerate() {
-            if evidence[i * nodes + node] > 0.0 {
-                named.push((metric.rule.rank, &metric.name));
-                primary |= metric.rule.weight >= 1.0;
-                own_work |= metric.rule.own_work();
+        let mut out = Evidence::default();
+        let learned = self
+            .metrics
+            .iter()
+            .filter_map(|m| Some((m, m.baseline.as_ref()?)));
+        for (i, (metric, baseline)) in learned.enumerate() {
+            let e = evidence[i * nodes + node];
+            if e <= 0.0 {
+                continue;
+            }
+            named.push((metric.rule.rank, &metric.name));
+            out.primary |= metric.rule.weight >= 1.0;
+            out.own_work |= metric.rule.own_work();
+            if baseline.placed(node) {
+                out.placed_score += e * e;
+                if metric.rule.own_work() {
+                    out.placed_own_work += e * e;
+                }
             }
         }
         named.sort();
-        let metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
-        (metrics, primary, own_work)
+        out.metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
+        out.placed_score = out.placed_score.sqrt();
+        out.placed_own_work = out.placed_own_work.sqrt();
+        out
     }
 
     /// Keeps this step's levels for [`Job::lags_the_job`].
@@ -425,6 +465,7 @@ impl Job {
             };
             scratch.drops.clear();
             let values = &self.values[m * nodes..(m + 1) * nodes];
+
             small::drops(
                 &metric.rule,
                 baseline,
