@@ -53,6 +53,13 @@ pub struct LemonSettings {
     /// least this many times in the window, and that came back to service
     /// each time, is flagged (`lemon: out 3x/28d`). 0: off.
     pub repeat_out_count: u32,
+    /// ... when so many returns are improbable against the fleet's mean
+    /// returns per node: a tail at most this (Poisson). Below the cut, the
+    /// returns still flag a node that also failed a job no check caught
+    /// and Slurm or its log saw fail. Returns alone are no log's witness, so
+    /// they take the strict cut of `p_value`: on 512 nodes 1e-4 allows at
+    /// most 0.05 false flags per run.
+    pub repeat_p_value: f64,
     /// Expected share of healthy nodes among the improbable ones: the
     /// Benjamini-Hochberg cut over the fleet's Poisson tails (0 turns it
     /// off, leaving `p_value` alone).
@@ -104,6 +111,7 @@ impl Default for LemonSettings {
             log_p_value: 1e-3,
             log_min_jobs: 2,
             repeat_out_count: 3,
+            repeat_p_value: 1e-4,
             min_failing_jobs: 3,
             min_witnessed_jobs: 2,
             min_failing_days: 2,

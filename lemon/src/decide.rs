@@ -184,6 +184,36 @@ struct Background {
     p_cutoff: f64,
     /// Uncaught failures the job's log pinned on the node's own hardware.
     log_rate: f64,
+    /// Times the checks took a node out and it came back, per node.
+    return_rate: f64,
+}
+
+/// The repeat offenders' test: the checks took the node out
+/// `repeat_out_count` times or more and it came back each time, and either
+/// so many returns are improbable against the fleet's (`repeat_p_value`),
+/// or a failure no check caught, that Slurm or the job's log saw, stands
+/// beside them. Returns the tail and the verdict.
+fn repeat_tier(s: &NodeSignals, return_rate: f64, cfg: &LemonSettings) -> (f64, bool) {
+    let p = poisson_tail(s.out_returns, return_rate);
+    let tripped = cfg.repeat_out_count > 0
+        && s.out_returns >= cfg.repeat_out_count
+        && (s.uncaught_witnessed >= 1 || p <= cfg.repeat_p_value);
+    (p, tripped)
+}
+
+/// Mean times a node the checks took out came back, over the kept nodes.
+fn return_rate(nodes: &[NodeSignals], keep: &dyn Fn(&NodeSignals) -> bool) -> f64 {
+    let (returns, count) = nodes
+        .iter()
+        .filter(|s| keep(s))
+        .fold((0u64, 0u64), |(r, c), s| {
+            (r + u64::from(s.out_returns), c + 1)
+        });
+    if count > 0 {
+        returns as f64 / count as f64
+    } else {
+        0.0
+    }
 }
 
 /// The log tier: failures witnessed by the node's own lines in the jobs'
@@ -229,15 +259,12 @@ fn judge(s: NodeSignals, thresholds: &Thresholds, bg: Background, cfg: &LemonSet
     let configured_trips = tripped.iter().filter(|t| t.configured).count();
     let witnessed = s.uncaught_witnessed;
     let (log_p_value, log_tripped) = log_tier(&s, bg.log_rate, cfg);
-    // Outages the checks caught alone flagged about one healthy node in five
-    // runs of 512 (three caught faults in a window are not that rare), and
-    // a weighed failure beside them flagged a node a crashing array had
-    // been blamed on; a node that also failed a job no check caught, which
-    // Slurm or the job's log saw it fail, is the repeat offender the
-    // paper's out_count is for.
-    let repeat_offender = cfg.repeat_out_count > 0
-        && s.out_returns >= cfg.repeat_out_count
-        && s.uncaught_witnessed >= 1;
+    // Three returns alone flagged about one healthy node in five runs of
+    // 512 where caught faults are common, so the count is weighed against
+    // the fleet's own rate of returns; a node that also failed a job no
+    // check caught, which Slurm or the job's log saw it fail, is the repeat
+    // offender the paper's out_count is for whatever the fleet's rate.
+    let (_, repeat_offender) = repeat_tier(&s, bg.return_rate, cfg);
     let flagged = (gate(s.uncaught_fails, witnessed, s.uncaught_days) && poisson_tripped)
         || (gate(s.fails(), 0, s.failing_days) && configured_trips >= 2)
         || log_tripped
@@ -324,6 +351,7 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
         rate: first,
         p_cutoff: improbable_below(&fleet.nodes, first, cfg),
         log_rate: hardware_rate(&fleet.nodes, &|_| true, logged),
+        return_rate: return_rate(&fleet.nodes, &|_| true),
     };
     let lemons: std::collections::HashSet<i64> = fleet
         .nodes
@@ -338,6 +366,7 @@ pub fn decide(fleet: FleetSignals, cfg: &LemonSettings) -> Scores {
         rate,
         p_cutoff: improbable_below(&fleet.nodes, rate, cfg),
         log_rate: hardware_rate(&fleet.nodes, &not_lemon, logged),
+        return_rate: return_rate(&fleet.nodes, &not_lemon),
     };
     let p_cutoff = bg.p_cutoff;
     let fleet_node_days = fleet.nodes.iter().map(|s| s.node_days).sum();
@@ -666,10 +695,14 @@ mod tests {
         let flagged: Vec<_> = scores.flagged().map(|v| v.signals.node.as_str()).collect();
         assert_eq!(flagged, ["flapper"]);
         assert!(scores.verdicts[0].repeat_offender);
-        // Outages the checks caught, and nothing else: not a repeat offender.
+        // Outages the checks caught, and nothing else, in a fleet where half
+        // the nodes came back once: not a repeat offender.
         let mut caught_only = nodes.clone();
         let last = caught_only.len() - 3;
         caught_only[last].uncaught_witnessed = 0;
+        for n in caught_only[..last].iter_mut().step_by(2) {
+            (n.out_count, n.out_returns) = (1, 1);
+        }
         assert_eq!(
             decide(fleet(caught_only), &LemonSettings::default())
                 .flagged()
@@ -683,6 +716,37 @@ mod tests {
             ..LemonSettings::default()
         };
         assert_eq!(decide(fleet(nodes), &off).flagged().count(), 0);
+    }
+
+    /// A 512-node fleet in which one node in `every` came back once from
+    /// the checks, plus the nodes given.
+    fn returns_fleet(every: usize, extra: Vec<NodeSignals>) -> Vec<String> {
+        let mut nodes: Vec<NodeSignals> = (0..512)
+            .map(|i| {
+                let mut n = node(&format!("n{i:04}"), 0, 0, 28.0);
+                (n.out_count, n.out_returns) =
+                    (u32::from(i % every == 0), u32::from(i % every == 0));
+                n
+            })
+            .collect();
+        nodes.extend(extra);
+        let scores = decide(fleet(nodes), &LemonSettings::default());
+        scores.flagged().map(|v| v.signals.node.clone()).collect()
+    }
+
+    #[test]
+    fn returns_alone_flag_a_node_only_where_the_fleets_returns_make_them_improbable() {
+        let flapper = |returns: u32| {
+            let mut n = node("flapper", 0, 0, 28.0);
+            (n.out_count, n.out_returns) = (returns, returns);
+            n
+        };
+        // Returns rare (0.02 a node): four of them have a tail near 4e-9.
+        assert_eq!(returns_fleet(50, vec![flapper(4)]), ["flapper"]);
+        // Returns common (0.5 a node): four of them happen to healthy nodes.
+        assert!(returns_fleet(2, vec![flapper(4)]).is_empty());
+        // Rare returns, but fewer than `repeat_out_count`.
+        assert!(returns_fleet(50, vec![flapper(2)]).is_empty());
     }
 
     #[test]
