@@ -11,7 +11,6 @@ pub const EDITION: &str = "NVIDIA Xid Catalog (Xid-Catalog.xlsx, sheet \"Catalog
 pub const SOURCE: &str = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html";
 
 /// One entry per XID of NVIDIA's catalog, sorted by XID.
-#[rustfmt::skip]
 pub static ENTRIES: &[Entry] = &[
     Entry { xid: 1, mnemonic: "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD", nvidia_action: "CONTACT_SUPPORT", severity: Severity::Warning, action: Action::Investigate, description: "ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD (unused per NVIDIA)", judged: None },
     Entry { xid: 2, mnemonic: "ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD", nvidia_action: "CONTACT_SUPPORT", severity: Severity::Warning, action: Action::Investigate, description: "ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD (unused per NVIDIA)", judged: None },

@@ -145,7 +145,6 @@ def render(meta, rows):
         "/// Where NVIDIA publishes it.\n"
         f"pub const SOURCE: &str = {rust_str(meta['source'])};\n\n"
         "/// One entry per XID of NVIDIA's catalog, sorted by XID.\n"
-        "#[rustfmt::skip]\n"
         "pub static ENTRIES: &[Entry] = &[\n"
     )
     return head + "".join(entry(r) for r in rows) + "];\n"
