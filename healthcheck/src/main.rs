@@ -290,5 +290,6 @@ fn list(global: &GlobalArgs) -> Result<u8> {
         );
         println!("           settings: {}", settings.all);
     }
+    println!("\n{}", healthcheck::checks::xid::catalog::edition());
     Ok(0)
 }

@@ -577,3 +577,19 @@ fn a_kmsg_device_is_snapshotted_in_record_format_and_replays_as_a_file() {
     let first_seq: u64 = first_line.split(',').nth(1).unwrap().parse().unwrap();
     assert!(last >= first_seq);
 }
+
+#[test]
+fn healthcheck_list_names_the_edition_of_nvidias_xid_catalog() {
+    let s = setup("");
+    let node = fixture::node("healthy");
+    let out = s.command(node.root()).arg("list").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("XID catalog: NVIDIA Xid Catalog"))
+        .unwrap_or_else(|| panic!("no catalog line in:\n{text}"));
+    assert!(
+        line.contains("2025-10-29") && line.ends_with(" entries"),
+        "{line}"
+    );
+}

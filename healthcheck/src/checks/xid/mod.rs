@@ -15,11 +15,17 @@
 //!   pass (NVSwitch SXids, CPER records, hung tasks, soft lockups, peer
 //!   memory, NVRM lines without an XID);
 //! * [`parse`]: the driver's line formats;
-//! * [`catalog`]: severity and action per XID;
+//! * [`catalog`]: severity and action per XID, from [`catalog_table`],
+//!   generated from NVIDIA's catalog in `nvidia/`;
 //! * [`gpus`]: bus id → `gpuN`;
 //! * [`evaluate`]: the pure step and the state.
 
 pub mod catalog;
+#[cfg(test)]
+mod catalog_source;
+// Generated; its long rows stay one per XID.
+#[rustfmt::skip]
+pub mod catalog_table;
 pub mod evaluate;
 pub mod faults;
 pub mod forms;
