@@ -77,7 +77,7 @@ fn scan_literal(literal: &str, found: &mut Found) {
         found.codes.insert(literal.to_string());
     } else if let Some((head, _)) = literal.split_once('{') {
         // A format string that makes a code: `"XID_{xid}"`.
-        if head.ends_with('_') && code_shaped(&head[..head.len() - 1]) {
+        if head.ends_with('_') && code_shaped(&format!("{head}X")) {
             found.prefixes.insert(head.to_string());
         }
     } else if let Some(head) = literal.strip_suffix('_') {
