@@ -69,7 +69,7 @@ impl Inventory {
     fn is_version(f: &Finding) -> bool {
         match f.check.as_str() {
             "firmware" | "versions" => true,
-            "gpu" => f.is_ok() || f.code == "VBIOS_MISMATCH",
+            "gpu" => f.is_ok() || f.code == crate::checks::gpu::presence::VBIOS_MISMATCH,
             "ecc" => f.is_ok() && f.actual.is_some(),
             _ => false,
         }

@@ -6,6 +6,7 @@
 //!
 //! * [`check`]: the [`check::Check`] trait every check implements.
 //! * [`checks`]: the checks themselves, one module each.
+//! * [`codes`]: every finding code with its severity, repair and silencing.
 //! * [`engine`]: runs checks in parallel, each under its deadline.
 //! * [`pipeline`]: one run start to end, for every entry point: store and
 //!   lock once, checks, record, policy, export, report.
@@ -30,6 +31,7 @@ pub mod bounded;
 pub mod check;
 pub mod checks;
 pub mod cli;
+pub mod codes;
 pub mod engine;
 pub mod exit_status;
 pub mod export;

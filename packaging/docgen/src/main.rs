@@ -1,9 +1,11 @@
 //! `lemonade-docgen OUT_DIR`: writes `OUT_DIR/man/<bin>.1` (and one page per
 //! subcommand) and `OUT_DIR/completions/{bash,zsh,fish}/...` for every binary,
-//! `OUT_DIR/man/lemonade.toml.5`, and the book's generated chapter,
-//! `OUT_DIR/book/reference/config.md` (committed as
-//! `docs/src/reference/config.md`; a test keeps the two equal).
+//! `OUT_DIR/man/lemonade.toml.5`, `OUT_DIR/man/lemonade-checks.7`, and the
+//! book's generated chapters, `OUT_DIR/book/reference/config.md` and
+//! `OUT_DIR/book/reference/checks.md` (committed under
+//! `docs/src/reference/`; tests keep each equal to what is generated).
 
+mod checks_reference;
 mod config_reference;
 
 use anyhow::{Context, Result};
@@ -29,7 +31,18 @@ fn main() -> Result<()> {
     let book = out.join("book/reference");
     std::fs::create_dir_all(&book)?;
     std::fs::write(book.join("config.md"), config_reference::markdown(&keys))?;
+    let codes = finding_codes();
+    std::fs::write(
+        out.join("man/lemonade-checks.7"),
+        checks_reference::man_page(&codes),
+    )?;
+    std::fs::write(book.join("checks.md"), checks_reference::markdown(&codes))?;
     Ok(())
+}
+
+/// Every finding code, from the health checks' own table.
+fn finding_codes() -> Vec<&'static healthcheck::codes::CodeEntry> {
+    healthcheck::codes::all().collect()
 }
 
 /// The example config the packages install: the keys' meanings.
@@ -95,6 +108,89 @@ mod book_tests {
         assert!(
             committed == generated,
             "docs/src/reference/config.md is out of date: run `cargo run -p lemonade-docgen -- target/docgen` and copy target/docgen/book/reference/config.md there"
+        );
+    }
+
+    /// `[section] key` and `[[section]] key` in a silence text, as written in backticks.
+    fn named_keys(silence: &str) -> Vec<(String, String)> {
+        silence
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter_map(|span| {
+                let (section, rest) = span.trim_start_matches('[').split_once(']')?;
+                let key = rest.trim_start_matches(']').split_whitespace().next()?;
+                let plain = |s: &str| {
+                    s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_.".contains(c))
+                };
+                (plain(section) && plain(key) && !key.is_empty())
+                    .then(|| (section.to_string(), key.to_string()))
+            })
+            .collect()
+    }
+
+    /// Whether the example config shows `key` (set or commented out) in
+    /// `[section]` or `[[section]]`: keys unset by default (`Option`s) are
+    /// not in the schema's defaults.
+    fn example_shows(section: &str, key: &str) -> bool {
+        let mut inside = false;
+        for line in EXAMPLE_CONFIG.lines() {
+            let line = line.trim_start_matches('#').trim();
+            if line.starts_with('[') {
+                inside = line.trim_matches(|c| c == '[' || c == ']') == section;
+            } else if inside && line.split_once('=').is_some_and(|(k, _)| k.trim() == key) {
+                return true;
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn every_config_key_the_checks_reference_names_is_a_key_of_the_config() {
+        let keys = config_keys().unwrap();
+        let known = |section: &str, key: &str| {
+            keys.iter().any(|k| k.section == section && k.name == key)
+                || example_shows(section, key)
+        };
+        let mut named = 0;
+        for entry in finding_codes() {
+            for (section, key) in named_keys(entry.silence) {
+                named += 1;
+                assert!(
+                    known(&section, &key),
+                    "{}: `[{section}] {key}` is no key of the config",
+                    entry.code.display()
+                );
+            }
+        }
+        assert!(named > 60, "only {named} keys named");
+    }
+
+    #[test]
+    fn a_silence_text_names_its_keys_and_a_made_up_key_is_unknown() {
+        assert_eq!(
+            named_keys("`[checks.ecc] retired_pages_max`; `[[checks.pcie.expect]] count`; `enabled = false`"),
+            [
+                ("checks.ecc".to_string(), "retired_pages_max".to_string()),
+                ("checks.pcie.expect".to_string(), "count".to_string()),
+            ]
+        );
+        assert!(example_shows("checks.ecc", "retired_pages_max"));
+        assert!(!example_shows("checks.ecc", "retired_pages_maximum"));
+    }
+
+    #[test]
+    fn the_books_checks_reference_is_what_the_table_of_codes_generates() {
+        let committed = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/src/reference/checks.md"
+        ))
+        .unwrap_or_default();
+        let generated = checks_reference::markdown(&finding_codes());
+        assert!(
+            committed == generated,
+            "docs/src/reference/checks.md is out of date: run `cargo run -p lemonade-docgen -- target/docgen` and copy target/docgen/book/reference/checks.md there"
         );
     }
 }

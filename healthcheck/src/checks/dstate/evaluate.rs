@@ -5,6 +5,10 @@ use super::NAME;
 use crate::finding::Finding;
 use lemonade_config::{Action, DstateSettings};
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const PROCESS_STUCK_D_STATE: &str = "PROCESS_STUCK_D_STATE";
+
 /// The tasks in `D` at both looks that did not run in between: the same task
 /// (pid and start time), and the same context-switch count where the kernel
 /// gives one.
@@ -27,7 +31,7 @@ pub fn evaluate(stuck: &[&Blocked], waited_s: f64, s: &DstateSettings) -> Vec<Fi
     stuck
         .iter()
         .map(|b| {
-            Finding::new(NAME, b.comm.as_str(), "PROCESS_STUCK_D_STATE", s.severity)
+            Finding::new(NAME, b.comm.as_str(), PROCESS_STUCK_D_STATE, s.severity)
                 .expected("no process stuck in D")
                 .actual(format!("pid {} in D for {waited_s:.0} s or more", b.pid))
                 .action(Action::Investigate)

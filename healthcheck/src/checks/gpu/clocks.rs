@@ -13,7 +13,13 @@ use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-const NAME: &str = "clocks";
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const CLOCKS_THROTTLED_SUSTAINED: &str = "CLOCKS_THROTTLED_SUSTAINED";
+pub const CLOCKS_THROTTLED: &str = "CLOCKS_THROTTLED";
+pub const GPU_TEMPERATURE_HIGH: &str = "GPU_TEMPERATURE_HIGH";
+
+pub const NAME: &str = "clocks";
 
 /// The clock-event reason bits of nvml.h, by the names config uses. Idle and
 /// application-clock reasons are not listed: they are never a fault.
@@ -110,7 +116,7 @@ fn throttled(id: &GpuId, reasons: &[&str], streak: u32, s: &ClocksSettings) -> F
     let gpu = id.entity();
     let list = reasons.join(", ");
     if s.sustained_runs > 0 && streak >= s.sustained_runs {
-        id.finding(NAME, "CLOCKS_THROTTLED_SUSTAINED", Severity::Drain)
+        id.finding(NAME, CLOCKS_THROTTLED_SUSTAINED, Severity::Drain)
             .expected("no hardware slowdown")
             .actual(&list)
             .action(Action::Investigate)
@@ -118,7 +124,7 @@ fn throttled(id: &GpuId, reasons: &[&str], streak: u32, s: &ClocksSettings) -> F
                 "{gpu}: clocks held down ({list}) for {streak} runs in a row"
             ))
     } else {
-        id.finding(NAME, "CLOCKS_THROTTLED", Severity::Warning)
+        id.finding(NAME, CLOCKS_THROTTLED, Severity::Warning)
             .expected("no hardware slowdown")
             .actual(&list)
             .message(format!("{gpu}: clocks held down ({list})"))
@@ -168,7 +174,7 @@ fn temperature(id: &GpuId, t: u32, th: Thresholds, s: &ClocksSettings, out: &mut
         return;
     };
     out.push(
-        id.finding(NAME, "GPU_TEMPERATURE_HIGH", severity)
+        id.finding(NAME, GPU_TEMPERATURE_HIGH, severity)
             .expected(format!("< {limit} C"))
             .actual(format!("{t} C"))
             .action(Action::Investigate)

@@ -16,7 +16,20 @@ use nvml_wrapper::{Device, Nvml};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-const NAME: &str = "ecc";
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const ROW_REMAP_PENDING: &str = "ROW_REMAP_PENDING";
+pub const ROW_REMAP_FAILURE: &str = "ROW_REMAP_FAILURE";
+pub const RETIRED_PAGES_PENDING: &str = "RETIRED_PAGES_PENDING";
+pub const ECC_VOLATILE_UNCORRECTED: &str = "ECC_VOLATILE_UNCORRECTED";
+pub const ECC_AGGREGATE_GROWTH: &str = "ECC_AGGREGATE_GROWTH";
+pub const RETIRED_PAGES_LIMIT: &str = "RETIRED_PAGES_LIMIT";
+pub const ECC_AGGREGATE_UNCORRECTED: &str = "ECC_AGGREGATE_UNCORRECTED";
+pub const ECC_VOLATILE_CORRECTED: &str = "ECC_VOLATILE_CORRECTED";
+pub const ECC_AGGREGATE_CORRECTED: &str = "ECC_AGGREGATE_CORRECTED";
+pub const ROWS_REMAPPED_HIGH: &str = "ROWS_REMAPPED_HIGH";
+
+pub const NAME: &str = "ecc";
 
 /// The `ecc` check.
 pub struct Ecc;
@@ -167,7 +180,7 @@ fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
     match fresh_error(id, r, grown, rows.pending) {
         Some(fresh) => out.push(fresh),
         None if rows.pending => out.push(
-            id.finding(NAME, "ROW_REMAP_PENDING", Severity::Drain)
+            id.finding(NAME, ROW_REMAP_PENDING, Severity::Drain)
                 .expected("no remap pending")
                 .actual("remap pending")
                 .action(Action::ResetGpu)
@@ -177,7 +190,7 @@ fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
     }
     if rows.failure {
         out.push(
-            id.finding(NAME, "ROW_REMAP_FAILURE", Severity::Down)
+            id.finding(NAME, ROW_REMAP_FAILURE, Severity::Down)
                 .expected("remaps succeed")
                 .actual("a remap failed")
                 .action(Action::Repair)
@@ -188,7 +201,7 @@ fn judge_now(id: &GpuId, r: &EccReadings, grown: u64, out: &mut Vec<Finding>) {
     }
     if r.retired_pending == Some(true) {
         out.push(
-            id.finding(NAME, "RETIRED_PAGES_PENDING", Severity::Drain)
+            id.finding(NAME, RETIRED_PAGES_PENDING, Severity::Drain)
                 .expected("none pending")
                 .actual("pending")
                 .action(Action::ResetGpu)
@@ -223,7 +236,7 @@ fn fresh_error(id: &GpuId, r: &EccReadings, grown: u64, pending: bool) -> Option
         };
         // The aggregate count grew by the same errors: one finding per fault.
         return Some(
-            id.finding(NAME, "ECC_VOLATILE_UNCORRECTED", Severity::Down)
+            id.finding(NAME, ECC_VOLATILE_UNCORRECTED, Severity::Down)
                 .expected(0)
                 .actual(format!("dram {dram}, sram {sram}{elsewhere}{remap}"))
                 .action(Action::ResetGpu)
@@ -235,7 +248,7 @@ fn fresh_error(id: &GpuId, r: &EccReadings, grown: u64, pending: bool) -> Option
     // counter growth in the boot-grace sense: an uncorrectable error is
     // unambiguous, and the next run no longer sees the growth.
     (grown > 0).then(|| {
-        id.finding(NAME, "ECC_AGGREGATE_GROWTH", Severity::Down)
+        id.finding(NAME, ECC_AGGREGATE_GROWTH, Severity::Down)
             .expected("no new uncorrected errors")
             .actual(format!("+{grown} since the last run, 0 since the driver loaded{remap}"))
             .action(Action::ResetGpu)
@@ -253,7 +266,7 @@ fn judge_limits(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Find
     let retires = r.retired_single_bit.is_some() || r.retired_double_bit.is_some();
     if retires && retired >= s.retired_pages_max {
         out.push(
-            id.finding(NAME, "RETIRED_PAGES_LIMIT", Severity::Drain)
+            id.finding(NAME, RETIRED_PAGES_LIMIT, Severity::Drain)
                 .expected(format!("< {}", s.retired_pages_max))
                 .actual(retired)
                 .action(Action::Repair)
@@ -265,7 +278,7 @@ fn judge_limits(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Find
     let over = |n: Option<u64>, max: Option<u64>| n.zip(max).filter(|(n, max)| n > max);
     if let Some((n, max)) = over(r.aggregate_uncorrected, s.aggregate_uncorrected_max) {
         out.push(
-            id.finding(NAME, "ECC_AGGREGATE_UNCORRECTED", Severity::Drain)
+            id.finding(NAME, ECC_AGGREGATE_UNCORRECTED, Severity::Drain)
                 .expected(format!("<= {max} (site limit)"))
                 .actual(n)
                 .action(Action::Repair)
@@ -279,7 +292,7 @@ fn judge_limits(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Find
         .filter(|n| *n > s.volatile_corrected_max)
     {
         out.push(
-            id.finding(NAME, "ECC_VOLATILE_CORRECTED", Severity::Warning)
+            id.finding(NAME, ECC_VOLATILE_CORRECTED, Severity::Warning)
                 .expected(format!("<= {}", s.volatile_corrected_max))
                 .actual(n)
                 .message(format!(
@@ -289,7 +302,7 @@ fn judge_limits(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Find
     }
     if let Some((n, max)) = over(r.aggregate_corrected, s.aggregate_corrected_max) {
         out.push(
-            id.finding(NAME, "ECC_AGGREGATE_CORRECTED", Severity::Warning)
+            id.finding(NAME, ECC_AGGREGATE_CORRECTED, Severity::Warning)
                 .expected(format!("<= {max} (site limit)"))
                 .actual(n)
                 .message(format!("{gpu}: {n} corrected ECC errors over its lifetime")),
@@ -300,7 +313,7 @@ fn judge_limits(id: &GpuId, r: &EccReadings, s: &EccSettings, out: &mut Vec<Find
         .map(|r| u64::from(r.corrected) + u64::from(r.uncorrected));
     if let Some((total, max)) = over(rows, s.remapped_rows_max) {
         out.push(
-            id.finding(NAME, "ROWS_REMAPPED_HIGH", Severity::Warning)
+            id.finding(NAME, ROWS_REMAPPED_HIGH, Severity::Warning)
                 .expected(format!("<= {max} (site limit)"))
                 .actual(total)
                 .message(format!("{gpu}: {total} rows remapped over its lifetime")),

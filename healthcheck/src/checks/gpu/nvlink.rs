@@ -15,7 +15,16 @@ use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-const NAME: &str = "nvlink";
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const NVLINK_INACTIVE: &str = "NVLINK_INACTIVE";
+pub const NVLINK_LINKS_MISSING: &str = "NVLINK_LINKS_MISSING";
+pub const NVLINK_REPLAY_GROWTH: &str = "NVLINK_REPLAY_GROWTH";
+pub const NVLINK_RECOVERY_GROWTH: &str = "NVLINK_RECOVERY_GROWTH";
+pub const NVLINK_CRC_RATE: &str = "NVLINK_CRC_RATE";
+pub const NVLINK_CRC_GROWTH: &str = "NVLINK_CRC_GROWTH";
+
+pub const NAME: &str = "nvlink";
 
 /// The `nvlink` check.
 pub struct Nvlink;
@@ -136,7 +145,7 @@ fn judge_links(id: &GpuId, links: &[LinkReading], s: &NvlinkSettings, out: &mut 
         .collect();
     if !inactive.is_empty() {
         out.push(
-            id.finding(NAME, "NVLINK_INACTIVE", Severity::Down)
+            id.finding(NAME, NVLINK_INACTIVE, Severity::Down)
                 .expected("active")
                 .actual(format!("inactive: links {}", list(&inactive)))
                 .action(Action::ResetGpu)
@@ -147,7 +156,7 @@ fn judge_links(id: &GpuId, links: &[LinkReading], s: &NvlinkSettings, out: &mut 
         let active = links.iter().filter(|l| l.active).count() as u32;
         if active < want {
             out.push(
-                id.finding(NAME, "NVLINK_LINKS_MISSING", Severity::Down)
+                id.finding(NAME, NVLINK_LINKS_MISSING, Severity::Down)
                     .expected(want)
                     .actual(active)
                     .action(Action::ResetGpu)
@@ -171,7 +180,7 @@ fn judge_growth(
     if !replay.is_empty() {
         out.push(growth_finding(
             id,
-            "NVLINK_REPLAY_GROWTH",
+            NVLINK_REPLAY_GROWTH,
             Severity::Drain,
             "replay",
             &replay,
@@ -181,7 +190,7 @@ fn judge_growth(
     if !recovery.is_empty() {
         out.push(growth_finding(
             id,
-            "NVLINK_RECOVERY_GROWTH",
+            NVLINK_RECOVERY_GROWTH,
             Severity::Drain,
             "recovery",
             &recovery,
@@ -259,7 +268,7 @@ fn crc(
     }
     if !fast.is_empty() {
         return Some(
-            growth_finding(id, "NVLINK_CRC_RATE", Severity::Drain, "CRC", &fast)
+            growth_finding(id, NVLINK_CRC_RATE, Severity::Drain, "CRC", &fast)
                 .expected(format!("<= {}/s", s.crc_rate_drain_per_s))
                 .actual(format!("{fastest:.0}/s over {} s", s.rate_window_s))
                 .message(format!(
@@ -271,7 +280,7 @@ fn crc(
     }
     let slow = at_least(crc, s.crc_growth_warning);
     (!slow.is_empty()).then(|| {
-        growth_finding(id, "NVLINK_CRC_GROWTH", Severity::Warning, "CRC", &slow)
+        growth_finding(id, NVLINK_CRC_GROWTH, Severity::Warning, "CRC", &slow)
             .action(Action::Investigate)
     })
 }

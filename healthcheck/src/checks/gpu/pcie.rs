@@ -13,7 +13,12 @@ use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-const NAME: &str = "gpu-pcie";
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const PCIE_GEN_DEGRADED: &str = "PCIE_GEN_DEGRADED";
+pub const PCIE_REPLAY_GROWTH: &str = "PCIE_REPLAY_GROWTH";
+
+pub const NAME: &str = "gpu-pcie";
 
 /// `nvmlClocksEventReasonGpuIdle`.
 pub const REASON_GPU_IDLE: u64 = 0x1;
@@ -114,7 +119,7 @@ fn judge(
     if let (Some(cur), Some(max)) = (r.generation, r.max_generation) {
         if cur < max && !(r.idle && s.idle_generation_ok) {
             out.push(
-                id.finding(NAME, "PCIE_GEN_DEGRADED", Severity::Drain)
+                id.finding(NAME, PCIE_GEN_DEGRADED, Severity::Drain)
                     .expected(format!("Gen{max}"))
                     .actual(format!("Gen{cur}"))
                     .action(DEGRADED_LINK_ACTION)
@@ -147,7 +152,7 @@ fn judge(
     let budget = (per_minute as f64 * minutes).ceil() as u64;
     if grown > budget {
         out.push(
-            id.finding(NAME, "PCIE_REPLAY_GROWTH", Severity::Warning)
+            id.finding(NAME, PCIE_REPLAY_GROWTH, Severity::Warning)
                 .expected(format!("<= {budget} ({per_minute}/min)"))
                 .actual(grown)
                 .message(format!(

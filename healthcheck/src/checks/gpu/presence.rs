@@ -15,7 +15,19 @@ use nvml_wrapper::Nvml;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-const NAME: &str = "gpu";
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const GPU_DRIVER_MISSING: &str = "GPU_DRIVER_MISSING";
+pub const DRIVER_VERSION_MISMATCH: &str = "DRIVER_VERSION_MISMATCH";
+pub const GPU_COUNT_FAILED: &str = "GPU_COUNT_FAILED";
+pub const GPU_COUNT_LOW: &str = "GPU_COUNT_LOW";
+pub const GPU_COUNT_HIGH: &str = "GPU_COUNT_HIGH";
+pub const GPU_MISSING: &str = "GPU_MISSING";
+pub const INFOROM_CORRUPTED: &str = "INFOROM_CORRUPTED";
+pub const VBIOS_MISMATCH: &str = "VBIOS_MISMATCH";
+pub const PERSISTENCE_MODE_OFF: &str = "PERSISTENCE_MODE_OFF";
+
+pub const NAME: &str = "gpu";
 
 /// Where a snapshot keeps the NVML readings, in the fake NVML's scenario format.
 pub const SNAPSHOT_PATH: &str = "/.lemonade/nvml.json";
@@ -64,7 +76,7 @@ pub fn gather(nvml: &Nvml) -> Readings {
 /// The finding when NVML cannot be initialised on a node that expects GPUs.
 pub fn init_finding(failure: &InitFailure) -> Finding {
     if failure.driver_gone {
-        Finding::new(NAME, "node", "GPU_DRIVER_MISSING", Severity::Down)
+        Finding::new(NAME, "node", GPU_DRIVER_MISSING, Severity::Down)
             .expected("NVIDIA driver loaded")
             .actual("NVML unavailable")
             .action(Action::Reboot)
@@ -85,7 +97,7 @@ pub fn evaluate(
     if let (Some(want), Ok(have)) = (&settings.expected_driver_version, &readings.driver_version) {
         if want != have {
             findings.push(
-                Finding::new(NAME, "node", "DRIVER_VERSION_MISMATCH", Severity::Warning)
+                Finding::new(NAME, "node", DRIVER_VERSION_MISMATCH, Severity::Warning)
                     .expected(want)
                     .actual(have)
                     .message(format!("driver {have}, config expects {want}")),
@@ -96,7 +108,7 @@ pub fn evaluate(
         Ok(gpus) => gpus,
         Err(Failure::Lost) | Err(Failure::ResetRequired) => {
             findings.push(
-                Finding::new(NAME, "node", "GPU_COUNT_FAILED", Severity::Down)
+                Finding::new(NAME, "node", GPU_COUNT_FAILED, Severity::Down)
                     .action(Action::Reboot)
                     .message("NVML cannot count the GPUs: a GPU is lost"),
             );
@@ -118,7 +130,7 @@ fn count(count: usize, expected_count: Option<usize>) -> Option<Finding> {
     let want = expected_count.unwrap_or(count);
     if count < want {
         Some(
-            Finding::new(NAME, "node", "GPU_COUNT_LOW", Severity::Down)
+            Finding::new(NAME, "node", GPU_COUNT_LOW, Severity::Down)
                 .expected(want)
                 .actual(count)
                 .action(Action::Reboot)
@@ -126,7 +138,7 @@ fn count(count: usize, expected_count: Option<usize>) -> Option<Finding> {
         )
     } else if count > want {
         Some(
-            Finding::new(NAME, "node", "GPU_COUNT_HIGH", Severity::Warning)
+            Finding::new(NAME, "node", GPU_COUNT_HIGH, Severity::Warning)
                 .expected(want)
                 .actual(count)
                 .message(format!("NVML lists {count} GPUs, config expects {want}")),
@@ -143,7 +155,7 @@ fn missing_bus_ids(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Find
         let want = session::normalize_bus_id(want);
         if !gpus.iter().any(|g| g.id.bus_id.as_deref() == Some(&want)) {
             findings.push(
-                Finding::new(NAME, want.clone(), "GPU_MISSING", Severity::Down)
+                Finding::new(NAME, want.clone(), GPU_MISSING, Severity::Down)
                     .pci(want.clone())
                     .expected("a GPU at this bus id")
                     .actual("none")
@@ -203,7 +215,7 @@ fn judge(
 ) {
     if access.inforom_valid == Some(false) {
         findings.push(
-            id.finding(NAME, "INFOROM_CORRUPTED", Severity::Down)
+            id.finding(NAME, INFOROM_CORRUPTED, Severity::Down)
                 .expected("valid")
                 .actual("corrupted")
                 .action(Action::Repair)
@@ -213,7 +225,7 @@ fn judge(
     if let (Some(want), Some(have)) = (vbios_norm, &access.vbios) {
         if want != have {
             findings.push(
-                id.finding(NAME, "VBIOS_MISMATCH", Severity::Warning)
+                id.finding(NAME, VBIOS_MISMATCH, Severity::Warning)
                     .expected(want)
                     .actual(have)
                     .message(format!("{}: VBIOS {have}, expected {want}", id.entity())),
@@ -222,7 +234,7 @@ fn judge(
     }
     if settings.require_persistence_mode && access.persistence_mode == Some(false) {
         findings.push(
-            id.finding(NAME, "PERSISTENCE_MODE_OFF", Severity::Warning)
+            id.finding(NAME, PERSISTENCE_MODE_OFF, Severity::Warning)
                 .expected("enabled")
                 .actual("disabled")
                 .message(format!(

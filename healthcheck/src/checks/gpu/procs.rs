@@ -8,7 +8,12 @@ use lemonade_config::{Action, Config, GpuProcsSettings, Severity};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::Nvml;
 
-const NAME: &str = "gpu-procs";
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const GPU_STRAY_PROCESSES: &str = "GPU_STRAY_PROCESSES";
+pub const GPU_MEMORY_USED: &str = "GPU_MEMORY_USED";
+
+pub const NAME: &str = "gpu-procs";
 const MIB: u64 = 1 << 20;
 
 /// The `gpu-procs` check.
@@ -100,7 +105,7 @@ pub fn evaluate(
         if !r.processes.is_empty() {
             let pids: Vec<String> = r.processes.iter().map(|(p, _)| p.to_string()).collect();
             findings.push(
-                id.finding(NAME, "GPU_STRAY_PROCESSES", Severity::Drain)
+                id.finding(NAME, GPU_STRAY_PROCESSES, Severity::Drain)
                     .expected("no processes")
                     .actual(format!("pids {}", pids.join(", ")))
                     .action(Action::Investigate)
@@ -115,7 +120,7 @@ pub fn evaluate(
         let leaked = r.memory_used.filter(|_| r.processes.is_empty());
         if let Some(used) = leaked.filter(|u| *u > s.memory_used_max_mib * MIB) {
             findings.push(
-                id.finding(NAME, "GPU_MEMORY_USED", Severity::Drain)
+                id.finding(NAME, GPU_MEMORY_USED, Severity::Drain)
                     .expected(format!("<= {} MiB", s.memory_used_max_mib))
                     .actual(format!("{} MiB", used / MIB))
                     .action(Action::ResetGpu)

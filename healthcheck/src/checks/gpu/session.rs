@@ -13,6 +13,11 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use std::sync::Arc;
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const GPU_LOST: &str = "GPU_LOST";
+pub const GPU_RESET_REQUIRED: &str = "GPU_RESET_REQUIRED";
+
 /// Code of the finding when NVML cannot be loaded or initialised.
 pub const NVML_UNAVAILABLE: &str = "NVML_UNAVAILABLE";
 /// Code of a dependent check's finding for a GPU that the `gpu` check reports lost.
@@ -238,13 +243,13 @@ pub fn node_unknown(check: &str, failure: &Failure) -> Finding {
 pub fn access_finding(check: &str, id: &GpuId, failure: &Failure) -> Finding {
     match failure {
         Failure::Lost => id
-            .finding(check, "GPU_LOST", Severity::Down)
+            .finding(check, GPU_LOST, Severity::Down)
             .expected("GPU answers NVML")
             .actual("GPU_IS_LOST")
             .action(Action::Reboot)
             .message(format!("{} has fallen off the bus", id.entity())),
         Failure::ResetRequired => id
-            .finding(check, "GPU_RESET_REQUIRED", Severity::Down)
+            .finding(check, GPU_RESET_REQUIRED, Severity::Down)
             .expected("GPU answers NVML")
             .actual("RESET_REQUIRED")
             .action(Action::ResetGpu)

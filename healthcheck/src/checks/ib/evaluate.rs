@@ -8,6 +8,26 @@ use lemonade_config::{Action, CounterRate, IbSettings, Severity};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const IB_UNREADABLE: &str = "IB_UNREADABLE";
+pub const IB_HCA_MISSING: &str = "IB_HCA_MISSING";
+pub const IB_PORT_DOWN: &str = "IB_PORT_DOWN";
+pub const IB_RATE_DEGRADED: &str = "IB_RATE_DEGRADED";
+/// A counter's growth rate is `IB_<COUNTER>_RATE`, one code per counter
+/// that `[checks.ib.counters]` names.
+pub const IB_COUNTER_RATE_PREFIX: &str = "IB_";
+pub const IB_COUNTER_RATE_SUFFIX: &str = "_RATE";
+
+/// The code of a counter's growth-rate finding: `symbol_error` is
+/// `IB_SYMBOL_ERROR_RATE`.
+pub fn rate_code(counter: &str) -> String {
+    format!(
+        "{IB_COUNTER_RATE_PREFIX}{}{IB_COUNTER_RATE_SUFFIX}",
+        counter.to_ascii_uppercase()
+    )
+}
+
 /// Counter readings of the previous run, per port (`mlx5_0:1`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IbState {
@@ -65,7 +85,7 @@ pub fn evaluate(
             findings.push(Finding::unknown(
                 NAME,
                 entity,
-                "IB_UNREADABLE",
+                IB_UNREADABLE,
                 message.clone(),
             ));
         }
@@ -89,7 +109,7 @@ fn hca_count(data: &IbData, judged: &[&Port], settings: &IbSettings, expected: u
     if hcas.len() >= expected {
         return Finding::ok(NAME, "hcas");
     }
-    Finding::new(NAME, "hcas", "IB_HCA_MISSING", Severity::Down)
+    Finding::new(NAME, "hcas", IB_HCA_MISSING, Severity::Down)
         .expected(expected)
         .actual(hcas.len())
         .action(Action::Repair)
@@ -146,7 +166,7 @@ fn judge_port(
 /// The link: down, or up at less than the expected rate.
 fn link(port: &Port, entity: &str, up: bool, settings: &IbSettings) -> Vec<Finding> {
     if !up {
-        return vec![Finding::new(NAME, entity, "IB_PORT_DOWN", Severity::Down)
+        return vec![Finding::new(NAME, entity, IB_PORT_DOWN, Severity::Down)
             .expected("4: ACTIVE, 5: LinkUp")
             .actual(format!("{}, {}", port.state, port.phys_state))
             .action(Action::Repair)
@@ -155,7 +175,7 @@ fn link(port: &Port, entity: &str, up: bool, settings: &IbSettings) -> Vec<Findi
     match (settings.expected_rate_gbps, port.rate_gbps) {
         (Some(want), Some(rate)) if rate + 1e-6 < want => {
             vec![
-                Finding::new(NAME, entity, "IB_RATE_DEGRADED", Severity::Drain)
+                Finding::new(NAME, entity, IB_RATE_DEGRADED, Severity::Drain)
                     .expected(format!("{want} Gb/sec"))
                     .actual(format!("{rate} Gb/sec"))
                     .action(Action::Repair)
@@ -184,18 +204,13 @@ fn counter_rate(
         return None;
     };
     Some(
-        Finding::new(
-            NAME,
-            entity,
-            format!("IB_{}_RATE", name.to_ascii_uppercase()),
-            severity,
-        )
-        .expected(format!("<= {limit}/h"))
-        .actual(format!("{per_hour:.0}/h"))
-        .message(format!(
-            "{entity}: {name} grew by {per_hour:.0}/h (now {value})"
-        ))
-        .from_counter_growth(),
+        Finding::new(NAME, entity, rate_code(name), severity)
+            .expected(format!("<= {limit}/h"))
+            .actual(format!("{per_hour:.0}/h"))
+            .message(format!(
+                "{entity}: {name} grew by {per_hour:.0}/h (now {value})"
+            ))
+            .from_counter_growth(),
     )
 }
 

@@ -5,6 +5,10 @@ use crate::finding::Finding;
 use lemonade_config::{Action, ModulesSettings};
 use std::collections::BTreeSet;
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const MODULE_MISSING: &str = "MODULE_MISSING";
+
 /// GPUDirect RDMA between GPUs and InfiniBand HCAs needs it; without it NCCL
 /// falls back to staging through host memory, slowly, with no error.
 pub const PEERMEM: &str = "nvidia_peermem";
@@ -32,7 +36,7 @@ pub fn evaluate(
             if loaded.contains(&m.replace('-', "_")) {
                 Finding::ok(NAME, m.as_str())
             } else {
-                Finding::new(NAME, m.as_str(), "MODULE_MISSING", s.missing_severity)
+                Finding::new(NAME, m.as_str(), MODULE_MISSING, s.missing_severity)
                     .expected("loaded")
                     .actual("not loaded")
                     .action(Action::Investigate)

@@ -8,6 +8,19 @@ use lemonade_config::{Action, MountExpectation, MountsSettings, Severity};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const MOUNT_MISSING: &str = "MOUNT_MISSING";
+pub const MOUNT_WRONG_FSTYPE: &str = "MOUNT_WRONG_FSTYPE";
+pub const MOUNT_READONLY: &str = "MOUNT_READONLY";
+pub const MOUNT_OPTION_MISSING: &str = "MOUNT_OPTION_MISSING";
+pub const MOUNT_HUNG: &str = "MOUNT_HUNG";
+pub const MOUNT_ERROR: &str = "MOUNT_ERROR";
+pub const MOUNT_PROBE_FAILED: &str = "MOUNT_PROBE_FAILED";
+pub const MOUNT_NOT_PROBED: &str = "MOUNT_NOT_PROBED";
+pub const MOUNT_LOW_SPACE: &str = "MOUNT_LOW_SPACE";
+pub const MOUNT_LOW_INODES: &str = "MOUNT_LOW_INODES";
+
 /// What gather found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MountsData {
@@ -29,7 +42,7 @@ pub fn evaluate(data: &MountsData, settings: &MountsSettings) -> Vec<Finding> {
             .find(|m| m.mount_point == expect.path)
         else {
             findings.push(
-                Finding::new(NAME, &entity, "MOUNT_MISSING", Severity::Down)
+                Finding::new(NAME, &entity, MOUNT_MISSING, Severity::Down)
                     .expected(expect.fstype.as_deref().unwrap_or("mounted"))
                     .actual("not mounted")
                     .message(format!("{entity} is not mounted")),
@@ -58,7 +71,7 @@ fn how_mounted(entity: &str, expect: &MountExpectation, mount: &MountEntry) -> V
     if let Some(fstype) = &expect.fstype {
         if *fstype != mount.fstype {
             own.push(
-                Finding::new(NAME, entity, "MOUNT_WRONG_FSTYPE", Severity::Drain)
+                Finding::new(NAME, entity, MOUNT_WRONG_FSTYPE, Severity::Drain)
                     .expected(fstype)
                     .actual(&mount.fstype)
                     .message(format!(
@@ -71,14 +84,14 @@ fn how_mounted(entity: &str, expect: &MountExpectation, mount: &MountEntry) -> V
     for option in &expect.options {
         if option == "rw" && mount.read_only() {
             own.push(
-                Finding::new(NAME, entity, "MOUNT_READONLY", Severity::Drain)
+                Finding::new(NAME, entity, MOUNT_READONLY, Severity::Drain)
                     .expected("rw")
                     .actual("ro")
                     .message(format!("{entity} is mounted read-only")),
             );
         } else if !mount.has_option(option) {
             own.push(
-                Finding::new(NAME, entity, "MOUNT_OPTION_MISSING", Severity::Warning)
+                Finding::new(NAME, entity, MOUNT_OPTION_MISSING, Severity::Warning)
                     .expected(option)
                     .actual(mount.options.join(","))
                     .message(format!("{entity} lacks mount option `{option}`")),
@@ -99,7 +112,7 @@ fn probed(
     match probe {
         Some(ProbeResult::Ok(stat)) => free_space(entity, expect, stat),
         Some(ProbeResult::Hung { after_s }) => {
-            vec![Finding::new(NAME, entity, "MOUNT_HUNG", Severity::Down)
+            vec![Finding::new(NAME, entity, MOUNT_HUNG, Severity::Down)
                 .expected(format!(
                     "statfs answers within {} s",
                     settings.statfs_timeout_s
@@ -112,7 +125,7 @@ fn probed(
                 ))]
         }
         Some(ProbeResult::Failed { error }) => {
-            vec![Finding::new(NAME, entity, "MOUNT_ERROR", Severity::Down)
+            vec![Finding::new(NAME, entity, MOUNT_ERROR, Severity::Down)
                 .expected("statfs succeeds")
                 .actual(error)
                 .message(format!("{entity}: {error}"))]
@@ -120,13 +133,13 @@ fn probed(
         Some(ProbeResult::NotRun { error }) => vec![Finding::unknown(
             NAME,
             entity,
-            "MOUNT_PROBE_FAILED",
+            MOUNT_PROBE_FAILED,
             format!("{entity}: could not probe: {error}"),
         )],
         None => vec![Finding::unknown(
             NAME,
             entity,
-            "MOUNT_NOT_PROBED",
+            MOUNT_NOT_PROBED,
             format!("{entity}: no statfs result in the snapshot"),
         )],
     }
@@ -138,14 +151,9 @@ fn free_space(entity: &str, expect: &MountExpectation, stat: &FsStat) -> Vec<Fin
     let inodes = percent(stat.ffree, stat.files);
     let mut own = Vec::new();
     for (code, what, have, want) in [
+        (MOUNT_LOW_SPACE, "free space", free, expect.min_free_percent),
         (
-            "MOUNT_LOW_SPACE",
-            "free space",
-            free,
-            expect.min_free_percent,
-        ),
-        (
-            "MOUNT_LOW_INODES",
+            MOUNT_LOW_INODES,
             "free inodes",
             inodes,
             expect.min_free_inodes_percent,

@@ -8,6 +8,16 @@ use lemonade_config::{Action, PcieExpectation, PcieSettings, Severity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const PCIE_DEVICE_MISSING: &str = "PCIE_DEVICE_MISSING";
+pub const PCIE_UNREADABLE: &str = "PCIE_UNREADABLE";
+pub const PCIE_LINK_DOWN: &str = "PCIE_LINK_DOWN";
+pub const PCIE_SPEED_DEGRADED: &str = "PCIE_SPEED_DEGRADED";
+pub const PCIE_AER_FATAL: &str = "PCIE_AER_FATAL";
+pub const PCIE_AER_NONFATAL: &str = "PCIE_AER_NONFATAL";
+pub const PCIE_AER_CORRECTABLE: &str = "PCIE_AER_CORRECTABLE";
+
 /// AER totals of the previous run, per bus id, for deltas.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PcieState {
@@ -46,26 +56,21 @@ pub fn evaluate(
             .filter(|f| matches(f, expectation))
             .count();
         findings.push(if found < expectation.count {
-            Finding::new(
-                NAME,
-                &expectation.name,
-                "PCIE_DEVICE_MISSING",
-                Severity::Down,
-            )
-            .expected(expectation.count)
-            .actual(found)
-            .action(Action::Repair)
-            .message(format!(
-                "{found} of {} {} devices ({}{}) on the PCI bus",
-                expectation.count,
-                expectation.name,
-                expectation.vendor,
-                expectation
-                    .class
-                    .as_deref()
-                    .map(|c| format!(" class {c}"))
-                    .unwrap_or_default()
-            ))
+            Finding::new(NAME, &expectation.name, PCIE_DEVICE_MISSING, Severity::Down)
+                .expected(expectation.count)
+                .actual(found)
+                .action(Action::Repair)
+                .message(format!(
+                    "{found} of {} {} devices ({}{}) on the PCI bus",
+                    expectation.count,
+                    expectation.name,
+                    expectation.vendor,
+                    expectation
+                        .class
+                        .as_deref()
+                        .map(|c| format!(" class {c}"))
+                        .unwrap_or_default()
+                ))
         } else {
             Finding::ok(NAME, &expectation.name)
         });
@@ -92,7 +97,7 @@ pub fn evaluate(
 
     for (bdf, message) in &data.unreadable {
         findings
-            .push(Finding::unknown(NAME, bdf, "PCIE_UNREADABLE", message.clone()).pci(bdf.clone()));
+            .push(Finding::unknown(NAME, bdf, PCIE_UNREADABLE, message.clone()).pci(bdf.clone()));
     }
     (findings, state)
 }
@@ -119,7 +124,7 @@ fn judge_link(
 ) -> Vec<Finding> {
     let what = expectation.map(|e| e.name.as_str()).unwrap_or("device");
     if link.current_width == 0 {
-        return vec![Finding::new(NAME, &f.bdf, "PCIE_LINK_DOWN", Severity::Down)
+        return vec![Finding::new(NAME, &f.bdf, PCIE_LINK_DOWN, Severity::Down)
             .pci(&f.bdf)
             .expected(format!("x{}", link.max_width))
             .actual("x0")
@@ -152,7 +157,7 @@ fn judge_link(
         let current = link.current_speed.unwrap_or(0.0);
         if want_speed > 0.0 && current + 1e-6 < want_speed {
             out.push(
-                Finding::new(NAME, &f.bdf, "PCIE_SPEED_DEGRADED", Severity::Drain)
+                Finding::new(NAME, &f.bdf, PCIE_SPEED_DEGRADED, Severity::Drain)
                     .pci(&f.bdf)
                     .expected(format!("{want_speed} GT/s"))
                     .actual(speed_text(link.current_speed))
@@ -190,14 +195,14 @@ fn judge_aer(
         for (kind, code, was, is, severity) in [
             (
                 "fatal",
-                "PCIE_AER_FATAL",
+                PCIE_AER_FATAL,
                 b.fatal,
                 aer.fatal,
                 settings.aer_fatal_severity,
             ),
             (
                 "non-fatal",
-                "PCIE_AER_NONFATAL",
+                PCIE_AER_NONFATAL,
                 b.nonfatal,
                 aer.nonfatal,
                 settings.aer_nonfatal_severity,
@@ -215,7 +220,7 @@ fn judge_aer(
                     ));
                 // A fatal error is a fault whenever it comes; non-fatal
                 // ones also come from a link training after a boot.
-                out.push(if code == "PCIE_AER_NONFATAL" {
+                out.push(if code == PCIE_AER_NONFATAL {
                     finding.from_counter_growth()
                 } else {
                     finding
@@ -231,7 +236,7 @@ fn judge_aer(
         let limit = settings.aer_correctable_per_hour;
         if limit > 0 && per_hour > limit as f64 {
             out.push(
-                Finding::new(NAME, &f.bdf, "PCIE_AER_CORRECTABLE", Severity::Warning)
+                Finding::new(NAME, &f.bdf, PCIE_AER_CORRECTABLE, Severity::Warning)
                     .pci(&f.bdf)
                     .expected(format!("<= {limit}/h"))
                     .actual(format!("{per_hour:.0}/h"))

@@ -5,6 +5,10 @@ use super::NAME;
 use crate::finding::Finding;
 use lemonade_config::{Action, PstoreSettings};
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const PSTORE_CRASH_LOG: &str = "PSTORE_CRASH_LOG";
+
 /// One `PSTORE_CRASH_LOG` per new entry, quoting its panic; ok without one.
 pub fn evaluate(new: &[Entry], s: &PstoreSettings) -> Vec<Finding> {
     if new.is_empty() {
@@ -13,7 +17,7 @@ pub fn evaluate(new: &[Entry], s: &PstoreSettings) -> Vec<Finding> {
     new.iter()
         .map(|e| {
             let quote = e.panic.join(" | ");
-            Finding::new(NAME, e.name.as_str(), "PSTORE_CRASH_LOG", s.severity)
+            Finding::new(NAME, e.name.as_str(), PSTORE_CRASH_LOG, s.severity)
                 .expected("no crash log")
                 .actual(e.panic.first().cloned().unwrap_or_default())
                 .action(Action::Investigate)

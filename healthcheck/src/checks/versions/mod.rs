@@ -19,6 +19,10 @@ use crate::finding::Finding;
 use lemonade_config::{Action, Config, ExpectSettings};
 use nvml_wrapper::Nvml;
 
+// Finding codes this check emits; `crate::codes` gives each its meaning,
+// severity, repair and how to silence it.
+pub const VERSION_MISMATCH: &str = "VERSION_MISMATCH";
+
 /// Name of the check, in findings and on the command line.
 pub const NAME: &str = "versions";
 
@@ -66,7 +70,7 @@ impl Check for Versions {
 pub fn judge(entity: &str, version: String, expect: &ExpectSettings) -> Finding {
     match expect.pin(entity) {
         Some(want) if want != version => {
-            Finding::new(NAME, entity, "VERSION_MISMATCH", expect.severity)
+            Finding::new(NAME, entity, VERSION_MISMATCH, expect.severity)
                 .expected(want)
                 .actual(&version)
                 .action(Action::Investigate)
