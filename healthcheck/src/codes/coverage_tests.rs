@@ -27,6 +27,11 @@ const NOT_CODES: &[&str] = &[
     "CARGO_PKG_VERSION",
 ];
 
+/// Files whose code-shaped literals are not finding codes: NVIDIA's XID
+/// catalog, generated, and the test that reads it, whose mnemonics and
+/// actions name XIDs (an XID's finding code is `XID_<n>`).
+const NOT_CODE_FILES: &[&str] = &["catalog_table.rs", "catalog_source.rs"];
+
 /// What the scan found: whole codes, and the fixed start of made codes.
 #[derive(Default)]
 struct Found {
@@ -48,7 +53,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The part of a file that ships: up to its test module, test files skipped.
 fn shipped(path: &Path) -> String {
     let name = path.file_name().unwrap().to_string_lossy();
-    if name == "tests.rs" || name.ends_with("_tests.rs") {
+    if name == "tests.rs" || name.ends_with("_tests.rs") || NOT_CODE_FILES.contains(&&*name) {
         return String::new();
     }
     let text = std::fs::read_to_string(path).unwrap();

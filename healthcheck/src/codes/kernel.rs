@@ -16,7 +16,7 @@ pub(super) static ENTRIES: &[CodeEntry] = &[
     CodeEntry {
         // `code_of` in checks/xid/evaluate.rs makes `XID_<n>`.
         code: Code::Family {
-            prefix: "XID_",
+            prefix: xid::XID_PREFIX,
             member: "<n>",
             suffix: "",
         },

@@ -116,9 +116,10 @@ pub struct HealthFault {
 }
 
 // The fields of `healthMask`, from nvml.h's NVML_GPU_FABRIC_HEALTH_MASK_*
-// macros as we know them (R550 header for the first four, R580 for the
-// incorrect-configuration field; not checked against a header on this
-// machine). Each two-bit field reads 0 NOT_SUPPORTED, 1 TRUE, 2 FALSE.
+// macros: shifts 0, 2, 4 and 6 with width 3, and the incorrect-configuration
+// field at 8 with width 0xf (values 2-8 as in the R580 headers and NVIDIA's
+// open kernel modules' NVLINK_INBAND_FABRIC_HEALTH_MASK_*; checked
+// 2026-11-28). Each two-bit field reads 0 NOT_SUPPORTED, 1 TRUE, 2 FALSE.
 /// `_SHIFT_DEGRADED_BW`: the GPU's NVLink bandwidth is degraded.
 const SHIFT_DEGRADED_BW: u32 = 0;
 /// `_SHIFT_ROUTE_RECOVERY`: a route recovery is in progress.
@@ -161,6 +162,7 @@ pub fn health_faults(mask: u32) -> Vec<HealthFault> {
         5 => Some("incorrect configuration: too few NVLinks"),
         6 => Some("incorrect configuration: incompatible GPU firmware"),
         7 => Some("incorrect configuration: invalid location"),
+        8 => Some("incorrect configuration: GPU state invalid"),
         _ => Some("incorrect configuration"),
     };
     if let Some(name) = config {
@@ -258,6 +260,16 @@ mod tests {
             assert_eq!(out.len(), 1, "mask {mask:#x}");
             assert_eq!((out[0].code.as_str(), out[0].severity), (code, severity));
         }
+    }
+
+    #[test]
+    fn each_incorrect_configuration_value_is_named() {
+        let names: Vec<&str> = (2..=8)
+            .map(|v| health_faults(v << SHIFT_INCORRECT_CONFIGURATION)[0].name)
+            .collect();
+        assert_eq!(names[0], "incorrect configuration: SysGUID");
+        assert_eq!(names[3], "incorrect configuration: too few NVLinks");
+        assert_eq!(names[6], "incorrect configuration: GPU state invalid");
     }
 
     #[test]

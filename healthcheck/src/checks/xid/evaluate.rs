@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 
 /// Code of an `NVRM: Xid` line that does not read as one.
 pub const XID_PARSE_ERROR: &str = "XID_PARSE_ERROR";
+/// An XID's finding code is this and the XID's number: `XID_79`.
+pub const XID_PREFIX: &str = "XID_";
 /// Code of lines of the kernel log source that are not kmsg records.
 pub const KMSG_MALFORMED: &str = "KMSG_MALFORMED";
 /// Code of kernel log records overwritten before this check could read them.
@@ -307,7 +309,7 @@ fn malformed_lines(gathered: &Gathered, now: i64) -> Option<Problem> {
 }
 
 fn code_of(xid: u32) -> String {
-    format!("XID_{xid}")
+    format!("{XID_PREFIX}{xid}")
 }
 
 fn place(record: &KmsgRecord) -> String {
