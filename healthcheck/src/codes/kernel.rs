@@ -183,18 +183,12 @@ const fn fault(
     meaning: &'static str,
     silence: &'static str,
 ) -> CodeEntry {
-    CodeEntry {
-        code: Code::Exact(code),
-        check: CHECK,
-        severities: match severity {
-            Warning => &[Warning],
-            Drain => &[Drain],
-            _ => &[Down],
-        },
-        repair: Repair::Fixed(action),
-        meaning,
-        silence,
-    }
+    let severities: &'static [lemonade_config::Severity] = match severity {
+        Warning => &[Warning],
+        Drain => &[Drain],
+        _ => &[Down],
+    };
+    super::exact(CHECK, code, severities, action, meaning, silence)
 }
 
 /// A host error of `[checks.xid.kernel_log]`: a repair for a human.

@@ -303,11 +303,7 @@ impl Job {
         let nodes = self.nodes.len();
         let mut named: Vec<(usize, &str)> = Vec::new();
         let mut out = Evidence::default();
-        let learned = self
-            .metrics
-            .iter()
-            .filter_map(|m| Some((m, m.baseline.as_ref()?)));
-        for (i, (metric, baseline)) in learned.enumerate() {
+        for (i, (_, metric, baseline)) in self.learned_metrics().enumerate() {
             let e = evidence[i * nodes + node];
             if e <= 0.0 {
                 continue;
@@ -365,17 +361,22 @@ impl Job {
         }
     }
 
+    /// The metrics with a learned baseline, in the order the step's
+    /// per-metric buffers hold them, each with its index in `metrics`.
+    fn learned_metrics(&self) -> impl Iterator<Item = (usize, &Metric, &MetricBaseline)> {
+        self.metrics
+            .iter()
+            .enumerate()
+            .filter_map(|(m, metric)| Some((m, metric, metric.baseline.as_ref()?)))
+    }
+
     /// Whether `node` sits where the whole job was at some step of the last
     /// `phase_lag_s`, on every metric with evidence against it, while the
     /// job's level of a watched metric moved in that time: it is late into
     /// or out of a shared phase, so it is lagging the job, not failing.
     fn lags_the_job(&self, node: usize, cfg: &WatchSettings, step: &peers::Scratch) -> bool {
         let nodes = self.nodes.len();
-        let learned = self
-            .metrics
-            .iter()
-            .enumerate()
-            .filter_map(|(m, metric)| Some((m, metric, metric.baseline.as_ref()?)));
+        let learned = self.learned_metrics();
         let (mut moved, mut alarming) = (false, false);
         for (i, (m, metric, baseline)) in learned.enumerate() {
             let levels = self.recent_levels.iter().filter_map(|l| l.get(i).copied());
@@ -428,11 +429,7 @@ impl Job {
         step: &peers::Scratch,
     ) -> bool {
         let nodes = self.nodes.len();
-        let learned = self
-            .metrics
-            .iter()
-            .enumerate()
-            .filter_map(|(m, metric)| Some((m, metric, metric.baseline.as_ref()?)));
+        let learned = self.learned_metrics();
         let mut combined = 0.0;
         for (i, (m, metric, baseline)) in learned.enumerate() {
             let (Some(&level), Some(&spread)) = (self.edge_levels.get(i), step.spreads.get(i))
