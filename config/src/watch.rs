@@ -76,9 +76,12 @@ pub struct WatchSettings {
     /// call is reported (`lemon report`, the hooks, the JSON) and no node is
     /// drained.
     pub drain_score: f64,
-    /// Small jobs: a call drains only when the node sits at least this many
-    /// times below every peer (the call itself needs `1 / small_job_drop`).
-    pub small_job_drain_ratio: f64,
+    /// Small jobs: unset (the default), their calls are reported and never
+    /// drained: with two or three machines, the one that stands apart is as
+    /// often the one waiting for a broken peer. Set, a call drains when the
+    /// node sits at least this many times below every peer (the call itself
+    /// needs `1 / small_job_drop`).
+    pub small_job_drain_ratio: Option<f64>,
     /// Metric priority, most sensitive first: these weigh fully in the
     /// combined distance. A fall is the fault sign unless listed in `rising`.
     pub primary: Vec<String>,
@@ -91,10 +94,13 @@ pub struct WatchSettings {
     pub rising: Vec<String>,
     /// Metrics the shared network moves as well as the node (other tenants'
     /// traffic, incast): evidence from these alone must hold
-    /// `fabric_only_steps` before a call.
+    /// `fabric_only_steps` before a call, and never drains. `pcie_tx` is one:
+    /// GPUDirect RDMA carries the network's traffic over the GPU's PCIe
+    /// link, so congestion lowers it; a link that trained down is the
+    /// `pcie` check's finding, which drains on its own.
     pub fabric: Vec<String>,
     /// Consecutive steps a node must stand apart on `fabric` metrics alone
-    /// (no fall in its own GPU, PCIe or NVLink work) before it is called.
+    /// (no fall in its own GPU or NVLink work) before it is called.
     pub fabric_only_steps: u32,
     /// `lemon watch --live`: `embedded` (the node sampler's samples in
     /// lemon.db) or `prometheus` (needs `prometheus_url`).
@@ -131,7 +137,7 @@ impl Default for WatchSettings {
             small_job_drop: 0.5,
             small_job_sustain_s: 180,
             drain_score: 12.0,
-            small_job_drain_ratio: 3.0,
+            small_job_drain_ratio: None,
             primary: names(&[
                 "gpu_util_min",
                 "gpu_util",
@@ -149,7 +155,7 @@ impl Default for WatchSettings {
             secondary: names(&["cpu_util", "mem_used", "disk_io"]),
             secondary_weight: 0.5,
             rising: names(&["pfc_pause", "cnp"]),
-            fabric: names(&["ib_tx", "ib_rx", "pfc_pause", "cnp"]),
+            fabric: names(&["pcie_tx", "ib_tx", "ib_rx", "pfc_pause", "cnp"]),
             fabric_only_steps: 12,
             source: WatchSourceKind::default(),
             prometheus_url: None,

@@ -211,6 +211,8 @@ stale_s = 3
 warmup_s = 8
 baseline_s = 5
 small_job_sustain_s = 5
+# The 3-node job's call drains only where the site opts in.
+small_job_drain_ratio = 3.0
 
 [watch.prometheus]
 delay_s = 1

@@ -90,7 +90,7 @@ fn on_held_out_seeds_the_drain_tier_drains_no_healthy_node_and_most_faults() {
         a.precision, a.recall, a.true_positives, a.false_positives
     );
     assert_eq!(d.false_positives, 0, "{:#?}", d.mistakes);
-    assert!(d.recall >= 0.75, "drain-tier recall {:.3}", d.recall);
+    assert!(d.recall >= 0.7, "drain-tier recall {:.3}", d.recall);
 }
 
 #[test]
@@ -229,33 +229,49 @@ fn with_issue_45s_confounders_the_drain_tier_drains_no_healthy_job() {
 
 #[test]
 fn a_call_below_the_drain_bars_is_of_the_report_tier_and_the_same_call_above_them_drains() {
-    let ecc = |seed: u64, nodes: usize| {
-        generate(&TraceSpec {
-            seed,
-            job: format!("45{seed}"),
-            nodes,
-            start: 1_760_000_000,
-            duration_s: 3000,
-            fault: Some(FaultKind::Ecc),
-        })
+    // A small job drains only where the site set `small_job_drain_ratio`.
+    let opted_in = Config {
+        small_job_drain_ratio: Some(3.0),
+        ..Config::default()
     };
-    for (trace, nodes) in [
-        (ecc(HELD_OUT + 40_001, 3), 3),
-        (ecc(HELD_OUT + 40_002, 16), 16),
-    ] {
-        let default = tiered_calls_on(&trace);
+    for (nodes, config) in [(3, opted_in), (16, Config::default())] {
+        let trace = ecc_job(HELD_OUT + 40_000 + nodes as u64 / 8, nodes);
+        let default = tiered_calls_with(&trace, config.clone());
         assert_eq!(default.len(), 1, "{nodes} nodes: {default:?}");
         assert_eq!(default[0].1, Tier::Drain, "{nodes} nodes");
         let high = Config {
             drain_score: f64::INFINITY,
-            small_job_drain_ratio: f64::INFINITY,
-            ..Config::default()
+            small_job_drain_ratio: Some(f64::INFINITY),
+            ..config
         };
         let reported = tiered_calls_with(&trace, high);
         assert_eq!(reported.len(), 1, "{nodes} nodes: the call is still made");
         assert_eq!(reported[0].0, default[0].0);
         assert_eq!(reported[0].1, Tier::Report, "{nodes} nodes");
     }
+}
+
+#[test]
+fn by_default_a_small_jobs_call_is_reported_and_never_drains() {
+    for (seed, nodes) in [(HELD_OUT + 40_001, 3), (HELD_OUT + 40_003, 2)] {
+        let trace = ecc_job(seed, nodes);
+        let calls = tiered_calls_on(&trace);
+        assert_eq!(calls.len(), 1, "{nodes} nodes: {calls:?}");
+        assert_eq!(calls[0].0.node, trace.fault.as_ref().unwrap().node);
+        assert_eq!(calls[0].1, Tier::Report, "{nodes} nodes");
+    }
+}
+
+/// A job of `nodes` nodes whose one GPU fails with an ECC error mid-job.
+fn ecc_job(seed: u64, nodes: usize) -> JobTrace {
+    generate(&TraceSpec {
+        seed,
+        job: format!("45{seed}"),
+        nodes,
+        start: 1_760_000_000,
+        duration_s: 3000,
+        fault: Some(FaultKind::Ecc),
+    })
 }
 
 #[test]

@@ -112,6 +112,24 @@ fn congestion_counters_alone_are_called_only_when_they_hold() {
 }
 
 #[test]
+fn a_node_whose_pcie_and_network_traffic_fall_together_is_reported_not_drained() {
+    // Congestion under node 6's leaf switch: GPUDirect RDMA carries its
+    // network traffic over PCIe, so both fall to a tenth while its GPUs
+    // keep working. The network is shared: this is told, never drained.
+    let metrics = ["gpu_util", "pcie_tx", "ib_tx"];
+    let congested = |node: usize, t: i64, metric: &str| match metric {
+        "pcie_tx" | "ib_tx" if node == 6 && t >= 480 => 8.0,
+        _ => 80.0,
+    };
+    let got = calls(25, &metrics, congested);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].node.as_str(), got[0].tier),
+        ("node06", Tier::Report)
+    );
+}
+
+#[test]
 fn after_a_drain_the_job_makes_no_further_call() {
     // Node 2 dies at minute 8; node 4 follows at minute 12 (the fault's wake).
     let wake = |node: usize, t: i64, _: &str| match node {

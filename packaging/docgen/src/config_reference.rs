@@ -24,7 +24,7 @@ pub fn keys(defaults: &toml::Value, example: &str) -> Result<Vec<Key>, Vec<Strin
     let meanings = meanings(example);
     let mut flat = Vec::new();
     flatten(defaults, "", &mut flat);
-    let mut out = Vec::new();
+    let mut out = unset_keys(&meanings, &flat);
     let mut missing = Vec::new();
     for (section, name, default) in flat {
         match meaning_of(&meanings, &section, &name) {
@@ -78,6 +78,39 @@ fn meaning_of(
                 .find(|((s, _), m)| *s == tables && !m.is_empty())
                 .map(|(_, m)| m.clone())
         })
+}
+
+/// Keys with no default (TOML has no "unset"), such as `prometheus_url`:
+/// the example names them in a section the schema has, as a key and not
+/// a table of their own. Shown as `(unset)`.
+fn unset_keys(
+    meanings: &BTreeMap<(String, String), String>,
+    flat: &[(String, String, String)],
+) -> Vec<Key> {
+    let sections: std::collections::BTreeSet<&str> =
+        flat.iter().map(|(s, _, _)| s.as_str()).collect();
+    let has = |s: &str, n: &str| flat.iter().any(|(fs, fname, _)| fs == s && fname == n);
+    meanings
+        .iter()
+        .filter(|((section, name), meaning)| {
+            !meaning.is_empty()
+                && !section.starts_with(TABLES)
+                && sections.contains(section.as_str())
+                && !sections.contains(join(section, name).as_str())
+                && !has(section, name)
+        })
+        .map(|((section, name), meaning)| Key {
+            section: section.clone(),
+            name: name.clone(),
+            default: "(unset)".into(),
+            // Every check has one; the block above it describes the check.
+            meaning: if name == "deadline_s" && section.starts_with("checks.") {
+                "This check's deadline in seconds; unset: `[engine] check_deadline_s`.".into()
+            } else {
+                meaning.clone()
+            },
+        })
+        .collect()
 }
 
 fn flatten(value: &toml::Value, path: &str, out: &mut Vec<(String, String, String)>) {
@@ -284,5 +317,22 @@ mod tests {
         );
         assert!(markdown(&keys).contains("| `path` | `\"/x\"` | Where it lives. |"));
         assert!(man_page(&keys).contains(".B path\n"));
+    }
+
+    #[test]
+    fn a_key_with_no_default_that_the_example_names_is_listed_as_unset() {
+        let with = EXAMPLE.replace(
+            "[a.b]\n",
+            "# Where the log goes.\n# log = \"/y\"\n[a.b]\n# Whether.\n",
+        );
+        let keys = super::keys(&defaults(), &with).unwrap();
+        let log = keys.iter().find(|k| k.name == "log").expect("log listed");
+        assert_eq!(
+            (log.section.as_str(), log.default.as_str()),
+            ("a", "(unset)")
+        );
+        assert_eq!(log.meaning, "Where the log goes.");
+        // A table of its own is a section, not a key.
+        assert!(!keys.iter().any(|k| k.section == "a" && k.name == "b"));
     }
 }

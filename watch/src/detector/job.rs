@@ -486,7 +486,7 @@ impl Job {
             if end - since >= cfg.small_job_sustain_s {
                 metrics.sort();
                 let names = metrics.into_iter().map(|(_, n)| n).collect();
-                let tier = if ratio >= cfg.small_job_drain_ratio {
+                let tier = if cfg.small_job_drain_ratio.is_some_and(|bar| ratio >= bar) {
                     Tier::Drain
                 } else {
                     Tier::Report

@@ -50,14 +50,14 @@ impl MetricRule {
         }
     }
 
-    /// The deviation `z` (node minus peers, in robust deviations) as evidence
-    /// of a fault: positive when it points the faulty way.
     /// Whether a fall of this metric is the node's own work falling: a
     /// primary metric that falls with a fault and that the network does not move.
     pub fn own_work(&self) -> bool {
         self.weight >= 1.0 && self.direction == Direction::Falls && !self.fabric
     }
 
+    /// The deviation `z` (node minus peers, in robust deviations) as evidence
+    /// of a fault: positive when it points the faulty way.
     pub fn alarm(&self, z: f64) -> f64 {
         match self.direction {
             Direction::Falls => -z,
