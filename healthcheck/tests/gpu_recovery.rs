@@ -48,6 +48,23 @@ fn run(dir: &Path, scenario: &Path, checks: &str, logs: Option<(&Path, &Path)>) 
     }
 }
 
+/// The findings of the `gpu` check in a run of a whole profile (`quick`,
+/// the prolog's; `periodic`) on `scenario`.
+fn profile_gpu_findings(dir: &Path, scenario: &Path, profile: &str) -> Vec<Finding> {
+    let config = fake_nvml::node_config(dir, 4, "");
+    let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--node", "tray1", "run", "--no-record", "--format", "json"])
+        .args(["--profile", profile])
+        .env(fake_nvml::SCENARIO_ENV, scenario)
+        .output()
+        .expect("run healthcheck");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let all: Vec<Finding> = serde_json::from_value(json["findings"].clone()).unwrap();
+    all.into_iter().filter(|f| f.check == "gpu").collect()
+}
+
 /// Where the fake writes the driver's XID 154 lines (kmsg record format).
 const KMSG_ENV: &str = "LEMONADE_FAKE_NVML_KMSG";
 
@@ -245,4 +262,24 @@ fn a_reset_does_not_clear_a_reboot_and_a_reboot_clears_every_action() {
     // Two changes, two lines; the reset and the reboot log none.
     let kmsg = std::fs::read_to_string(&kmsg).unwrap();
     assert_eq!(kmsg.lines().count(), 2, "{kmsg}");
+}
+
+#[test]
+fn the_prolog_and_the_periodic_run_both_read_the_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = tray(
+        dir.path(),
+        "drain-and-reset",
+        r#""gpus": {"3": {"recovery_action": 4}}"#,
+    );
+    for profile in ["quick", "periodic"] {
+        let found = profile_gpu_findings(dir.path(), &scenario, profile);
+        let faults: Vec<_> = found.iter().filter(|f| !f.is_ok()).collect();
+        assert_eq!(faults.len(), 1, "{profile}: {found:#?}");
+        assert_eq!(
+            (faults[0].code.as_str(), faults[0].entity.as_str()),
+            ("RECOVERY_DRAIN_AND_RESET", "gpu3"),
+            "{profile}"
+        );
+    }
 }
