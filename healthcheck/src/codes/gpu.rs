@@ -146,7 +146,7 @@ pub(super) static ENTRIES: &[CodeEntry] = &[
         &[Drain],
         NoAction,
         "the driver's recovery action is DRAIN_P2P: stop peer-to-peer traffic, then ask again; \
-         drained until a run reads another action (resumed once it reads NONE)",
+         drained until a run reads another action; resumed once clean runs read it gone",
         "none",
     ),
     exact(
@@ -155,7 +155,7 @@ pub(super) static ENTRIES: &[CodeEntry] = &[
         &[Drain],
         NoAction,
         "the driver's recovery action is RECOVER_IMEX_DOMAIN (value 5, R595 on): the node's \
-         IMEX domain needs recovering; drained, nothing restarted here",
+         IMEX domain needs recovering; drained, nothing restarted here (the IMEX rung's)",
         "none",
     ),
     exact(

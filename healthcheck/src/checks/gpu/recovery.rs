@@ -145,6 +145,14 @@ pub fn read(nvml: &Nvml, device: &Device<'_>) -> Result<Reading, Failure> {
     Ok(Reading::Action(RecoveryAction::from_raw(raw)))
 }
 
+/// Whether a node taken out only for `code` is resumed by the policy once
+/// clean runs read the action gone: DRAIN_P2P asks to be asked again, not
+/// for a repair, so no rung will ever resume it. (The IMEX rung decides for
+/// RECOVERY_IMEX_DOMAIN.)
+pub fn resumes_once_clear(code: &str) -> bool {
+    code == RECOVERY_DRAIN_P2P
+}
+
 /// What one action asks of the node: code, severity, repair action, and the
 /// words of the message.
 fn verdict(action: RecoveryAction) -> Option<(&'static str, Severity, Action, String)> {
