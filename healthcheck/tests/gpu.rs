@@ -773,11 +773,16 @@ fn a_snapshot_keeps_the_nvml_readings_and_replays_them_with_the_fake() {
         "gpu-lost",
         r#""gpus": {"1": {"ecc_unc_vol_dram": 1, "remap_unc": 2, "remap_pending": 1},
                     "2": {"nvlink_inactive_mask": 3, "pcie_width": 4},
+                    "4": {"recovery_action": 4},
                     "6": {"clock_reasons": 8, "temperature": 86, "vbios": "96.00.61.00.01"}}"#,
     );
     let node = Node::new(&gpu_checks_only(""));
     let direct = node.run_at(&planted, "gpu,ecc,nvlink,gpu-pcie,clocks", T0);
-    assert!(direct.faults().len() >= 8, "{:#?}", direct.faults());
+    assert!(direct.faults().len() >= 9, "{:#?}", direct.faults());
+    assert!(direct
+        .faults()
+        .iter()
+        .any(|f| f.code == "RECOVERY_DRAIN_AND_RESET" && f.entity == "gpu4"));
 
     let captured = snapshot(&node, &planted, dir.path());
 

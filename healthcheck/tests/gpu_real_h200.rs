@@ -131,6 +131,9 @@ fn the_scenarios_agree_with_what_nvidia_smi_printed_at_the_same_moments() {
     let under_load = read("nvidia-smi-q-load.txt");
     assert_eq!(smi_field(&under_load, "SW Power Cap"), Some("Active"));
     assert_eq!(load["gpus"]["0"]["clock_reasons"], 4);
+    // Added by hand after the capture (SOURCE.md): what nvidia-smi printed.
+    assert_eq!(smi_field(&smi, "GPU Recovery Action"), Some("None"));
+    assert_eq!(gpu["recovery_action"], 0);
 }
 
 #[test]

@@ -16,7 +16,11 @@
 //! which survives its reboot and waits for node2's first (the breaker).
 //! node4: a reset that fails, with `max_remediations = 1`: a human is
 //! needed. node5: memory that raises the error again after every reset, so
-//! a reboot, which does not help either.
+//! a reboot, which does not help either. node6: the driver's recovery
+//! action (NVML field 230) says "GPU reset required" for GPU 2, which a
+//! reset clears. node7: it says "node reboot required" for GPU 0: the
+//! reboot rung (the fake's driver keeps saying so after the test cluster's
+//! reboot, which restarts only slurmd, so a human is called after it).
 //!
 //! Waits are bounded polls, generous for a loaded CI machine.
 
@@ -32,7 +36,7 @@ const INTERVAL: u32 = 5;
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// The nodes that read their GPUs from the fake NVML, each with its own event log.
-const FAKE_GPU_NODES: [&str; 3] = ["node1", "node4", "node5"];
+const FAKE_GPU_NODES: [&str; 5] = ["node1", "node4", "node5", "node6", "node7"];
 
 /// The healthy scenario every GPU node starts from, and their event logs:
 /// node1 and node4 start with a fresh uncorrectable error on GPU 1; node5's
@@ -47,7 +51,12 @@ fn scenarios() -> &'static Path {
         )
         .unwrap();
         for node in FAKE_GPU_NODES {
-            let planted = if node == "node5" { "" } else { "ecc-unc 1 2\n" };
+            let planted = match node {
+                "node5" => "",
+                "node6" => "recovery 2 1\n",
+                "node7" => "recovery 0 2\n",
+                _ => "ecc-unc 1 2\n",
+            };
             std::fs::write(dir.path().join(format!("{node}.events")), planted).unwrap();
         }
         dir
@@ -87,7 +96,7 @@ fn cluster() -> &'static Cluster {
 enabled = true
 reset_command = ["/bin/sh", "-c", 'echo "reset $0" >> "${events}"', "{{gpu}}"]
 reset_timeout_s = 30
-# 5 nodes: one remediation at a time.
+# 7 nodes: one remediation at a time.
 breaker_fraction = 0.1
 
 [hooks]
@@ -103,7 +112,7 @@ remediation.max_remediations = 1
             hooks = hook_log().display(),
         );
         ClusterOptions {
-            nodes: 5,
+            nodes: 7,
             health_check_interval: Some(INTERVAL),
             reboot_program: true,
             node_env: FAKE_GPU_NODES.into_iter().map(env).collect(),
@@ -460,4 +469,79 @@ fn an_error_that_a_reset_does_not_clear_escalates_to_a_reboot_and_then_a_human()
         log, "ecc-unc-sticky 1 2\nreset 1\n",
         "one reset, then the ladder"
     );
+}
+
+#[test]
+fn the_drivers_gpu_reset_required_is_reset_and_the_node_resumes() {
+    lemonade_tests::skip_without_cluster!();
+    let c = cluster();
+    let ok = c.wait_until(LIMIT, || has_change(c, "node6", "down", "applied"));
+    assert!(
+        ok,
+        "node6 never went down: {:#?}",
+        state_changes(c, "node6")
+    );
+    wait_node(c, "node6", "resume after the reset", in_service);
+    let rows = state_changes(c, "node6");
+    let down = rows
+        .iter()
+        .find(|r| r.action == "down" && r.outcome == "applied")
+        .unwrap();
+    assert!(
+        down.reason.starts_with("hc: RECOVERY_GPU_RESET gpu2"),
+        "{down:?}"
+    );
+    let reset = rows
+        .iter()
+        .find(|r| {
+            r.action == "reset-gpu" && r.outcome == "applied" && r.detail.contains("gpu2 reset in")
+        })
+        .unwrap_or_else(|| panic!("no applied reset: {rows:#?}"));
+    assert!(
+        reset.detail.ends_with("; the checks are clean"),
+        "{reset:?}"
+    );
+    assert_eq!(c.reboots("node6"), 0, "a reset that helped needs no reboot");
+    // The reset command reset the fake's GPU 2 once, which cleared the action.
+    let log = std::fs::read_to_string(events("node6")).unwrap();
+    assert_eq!(log, "recovery 2 1\nreset 2\n");
+}
+
+#[test]
+fn the_drivers_node_reboot_required_goes_to_the_reboot_rung() {
+    lemonade_tests::skip_without_cluster!();
+    let c = cluster();
+    let ok = c.wait_until(LIMIT, || has_change(c, "node7", "reboot", "applied"));
+    assert!(
+        ok,
+        "node7 never asked for its reboot: {:#?}; {}",
+        state_changes(c, "node7"),
+        saved_logs(c)
+    );
+    let rows = state_changes(c, "node7");
+    let down = rows
+        .iter()
+        .find(|r| r.action == "down" && r.outcome == "applied")
+        .unwrap_or_else(|| panic!("{rows:#?}"));
+    assert!(
+        down.reason.starts_with("hc: RECOVERY_NODE_REBOOT gpu0"),
+        "{down:?}"
+    );
+    assert!(
+        !rows.iter().any(|r| r.action == "reset-gpu"),
+        "a reboot is not preceded by a reset: {rows:#?}"
+    );
+    // The driver still asks after the test cluster's reboot (only slurmd
+    // restarts): the ladder calls a human, and nothing is reset.
+    let (state, reason) = wait_node(c, "node7", "reboot that did not help", |_, r| {
+        r.ends_with(" reboot did not help")
+    });
+    assert!(state.starts_with("down"), "{state}");
+    assert!(
+        reason.starts_with("hc: RECOVERY_NODE_REBOOT gpu0"),
+        "{reason}"
+    );
+    assert_eq!(c.reboots("node7"), 1);
+    let log = std::fs::read_to_string(events("node7")).unwrap();
+    assert_eq!(log, "recovery 0 2\n", "no reset was tried");
 }

@@ -506,6 +506,13 @@ static nvmlReturn_t read_string(int gpu, const char *key, char *buf, unsigned in
  *   reset <gpu>                     volatile counters to 0, aggregate kept,
  *                                   pending remaps and retirements applied
  *   reboot                          a reset of every GPU
+ *   recovery <gpu> <action>         the driver's recovery action becomes
+ *                                   <action> (NVML field 230); with
+ *                                   LEMONADE_FAKE_NVML_KMSG set, the XID 154
+ *                                   line that goes with the change
+ *
+ * A reset clears the actions a reset answers (GPU_RESET, DRAIN_AND_RESET),
+ * a reboot every action.
  *
  * A counter the scenario does not have stays unsupported.
  */
@@ -559,6 +566,59 @@ static struct {
 } sticky[MAX_STICKY];
 static int n_sticky;
 
+/* ---- the recovery action and its XID 154 --------------------------------- */
+
+/* nvml.h's nvmlDeviceGpuRecoveryAction_t, as the driver words it in XID 154. */
+static const char *recovery_words(unsigned long long action) {
+    static const char *WORDS[] = {"None", "GPU Reset Required", "Node Reboot Required",
+                                  "Drain P2P", "Drain and Reset", "Recover IMEX Domain"};
+    return action < sizeof WORDS / sizeof WORDS[0] ? WORDS[action] : "Unknown";
+}
+
+/* Recovery changes seen so far in this replay: the n-th one is logged with
+ * sequence number KMSG_SEQ_BASE + n, and only when the file lacks it, since
+ * every process replays every event but the driver logs a change once. */
+#define KMSG_SEQ_BASE 900000ULL
+static unsigned long long recovery_changes;
+
+static int kmsg_has_seq(FILE *f, unsigned long long seq) {
+    char line[512];
+    char want[32];
+    snprintf(want, sizeof want, ",%llu,", seq);
+    rewind(f);
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, want) == strchr(line, ',')) return 1;
+    return 0;
+}
+
+/* `NVRM: Xid (PCI:0000:18:00): 154, GPU recovery action changed from 0x0
+ * (None) to 0x1 (GPU Reset Required)` in kmsg record format. */
+static void log_recovery_change(int gpu, unsigned long long from, unsigned long long to) {
+    unsigned long long seq = KMSG_SEQ_BASE + ++recovery_changes;
+    const char *file = getenv("LEMONADE_FAKE_NVML_KMSG");
+    const struct entry *bus = gpu_find(gpu, "bus_id");
+    if (!file || !*file || !bus || !bus->value) return;
+    FILE *f = fopen(file, "a+");
+    if (!f) return;
+    unsigned int domain = 0, b = 0, dev = 0;
+    sscanf(bus->value, "%x:%x:%x", &domain, &b, &dev);
+    if (!kmsg_has_seq(f, seq))
+        fprintf(f,
+                "3,%llu,%llu,-;NVRM: Xid (PCI:%04x:%02x:%02x): 154, GPU recovery action "
+                "changed from 0x%llx (%s) to 0x%llx (%s)\n",
+                seq, seq * 1000, domain & 0xffff, b, dev, from, recovery_words(from), to,
+                recovery_words(to));
+    fclose(f);
+}
+
+static void set_recovery(int gpu, unsigned long long to, int logged) {
+    unsigned long long from = 0;
+    gpu_u64(gpu, "recovery_action", &from);
+    if (from == to) return;
+    set_u64(gpu, "recovery_action", to);
+    if (logged) log_recovery_change(gpu, from, to);
+}
+
 static void reset_gpu(int gpu) {
     static const char *LOCATIONS[] = {"l1", "l2", "dram", "rf", "tex", "texshm", "cbu", "sram", "total"};
     char key[64];
@@ -570,6 +630,9 @@ static void reset_gpu(int gpu) {
     }
     put(gpu, "remap_pending", 0);
     put(gpu, "retired_pending", 0);
+    unsigned long long action;
+    if (gpu_u64(gpu, "recovery_action", &action) == 0 && (action == 1 || action == 4))
+        set_recovery(gpu, 0, 0);
     for (int i = 0; i < n_sticky; i++)
         if (sticky[i].gpu == gpu) ecc_uncorrectable(gpu, sticky[i].n, sticky[i].location);
 }
@@ -578,10 +641,16 @@ static void apply_event(const char *line) {
     char verb[32] = "", location[8] = "dram";
     int gpu = -1;
     unsigned long long n = 1;
-    if (sscanf(line, "%31s %d %llu %7s", verb, &gpu, &n, location) < 1) return;
+    int n_read = sscanf(line, "%31s %d %llu %7s", verb, &gpu, &n, location);
+    if (n_read < 1) return;
     int in_range = gpu >= 0 && (unsigned)gpu < gpu_count();
     if (strcmp(verb, "reboot") == 0) {
-        for (unsigned i = 0; i < gpu_count(); i++) reset_gpu((int)i);
+        for (unsigned i = 0; i < gpu_count(); i++) {
+            reset_gpu((int)i);
+            set_recovery((int)i, 0, 0);
+        }
+    } else if (strcmp(verb, "recovery") == 0 && in_range && n_read >= 3) {
+        set_recovery(gpu, n, 1);
     } else if (strcmp(verb, "reset") == 0 && in_range) {
         reset_gpu(gpu);
     } else if (strcmp(verb, "ecc-unc") == 0 && in_range) {
@@ -938,6 +1007,22 @@ typedef struct {
     unsigned long long value;
 } nvmlFieldValue_t;
 
+/* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: `recovery_action`, a number (an
+ * unsigned int, type 1), or an error's name for the value's own return code
+ * (a driver that has the call but not the field); absent: NOT_SUPPORTED. */
+static void recovery_field(int gpu, nvmlFieldValue_t *v) {
+    unsigned long long action;
+    const struct entry *e = gpu_find(gpu, "recovery_action");
+    if (!e || !e->value) return;
+    if (gpu_u64(gpu, "recovery_action", &action) != 0) {
+        v->nvmlReturn = code_of(e->value);
+        return;
+    }
+    v->valueType = 1;
+    v->value = action & 0xffffffffULL;
+    v->nvmlReturn = NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
     DEVICE_CALL("nvmlDeviceGetFieldValues", d, gpu);
     if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
@@ -945,6 +1030,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFiel
         nvmlFieldValue_t *v = &values[i];
         unsigned long long start, per_s = 0;
         v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (v->fieldId == 230) {
+            recovery_field(gpu, v);
+            continue;
+        }
         if (v->fieldId != 138 || gpu_u64(gpu, "nvlink_tx_kib", &start) != 0) continue;
         gpu_u64(gpu, "nvlink_tx_kibps", &per_s);
         v->valueType = 3;

@@ -2,9 +2,9 @@
 
 use super::{exact, CodeEntry};
 use crate::checks::fabric::{self, evaluate as fm};
-use crate::checks::gpu::{clocks, ecc, nvlink, pcie, presence as gpu, procs, session};
+use crate::checks::gpu::{clocks, ecc, nvlink, pcie, presence as gpu, procs, recovery, session};
 use crate::checks::pcie::WIDTH_DEGRADED;
-use lemonade_config::Action::{Investigate, Reboot, Repair, ResetGpu};
+use lemonade_config::Action::{Investigate, None as NoAction, Reboot, Repair, ResetGpu};
 use lemonade_config::Severity::{Down, Drain, Unknown, Warning};
 
 /// Findings about NVML access come from whichever NVML check met the failure.
@@ -114,6 +114,66 @@ pub(super) static ENTRIES: &[CodeEntry] = &[
         Investigate,
         "a GPU's VBIOS differs from `expected_vbios` (unset: from the node's other GPUs)",
         "`[checks.gpu] expected_vbios`",
+    ),
+    exact(
+        gpu::NAME,
+        recovery::RECOVERY_GPU_RESET,
+        &[Down],
+        ResetGpu,
+        "the driver's recovery action (NVML field 230) is GPU_RESET: the GPU needs a reset",
+        "none: the GPU is unusable until it is reset",
+    ),
+    exact(
+        gpu::NAME,
+        recovery::RECOVERY_NODE_REBOOT,
+        &[Down],
+        Reboot,
+        "the driver's recovery action is NODE_REBOOT: a GPU reset is not enough",
+        "none: the driver says the node is unusable until it reboots",
+    ),
+    exact(
+        gpu::NAME,
+        recovery::RECOVERY_DRAIN_AND_RESET,
+        &[Drain],
+        ResetGpu,
+        "the driver's recovery action is DRAIN_AND_RESET: reduced capacity, running work is \
+         safe; drained, and the GPU reset once no job runs",
+        "none; `[remediation] enabled = false` leaves the reset to a human",
+    ),
+    exact(
+        gpu::NAME,
+        recovery::RECOVERY_DRAIN_P2P,
+        &[Drain],
+        NoAction,
+        "the driver's recovery action is DRAIN_P2P: stop peer-to-peer traffic, then ask again; \
+         drained until a run reads another action; resumed once clean runs read it gone",
+        "none",
+    ),
+    exact(
+        gpu::NAME,
+        recovery::RECOVERY_IMEX_DOMAIN,
+        &[Drain],
+        NoAction,
+        "the driver's recovery action is RECOVER_IMEX_DOMAIN (value 5, R595 on): the node's \
+         IMEX domain needs recovering; drained, nothing restarted here (the IMEX rung's)",
+        "none",
+    ),
+    exact(
+        gpu::NAME,
+        recovery::RECOVERY_ACTION_UNRECOGNISED,
+        &[Drain],
+        Investigate,
+        "the driver asks for a recovery action this version does not know (a newer driver's)",
+        "a newer Lemonade that knows the action",
+    ),
+    exact(
+        gpu::NAME,
+        recovery::RECOVERY_ACTION_UNAVAILABLE,
+        &[Unknown],
+        Investigate,
+        "the driver's recovery action cannot be read (a driver before R570, or the GPU lacks \
+         the field): this reading is unknown, never a drain",
+        "a driver of R570 or later; `[checks.gpu] enabled = false`",
     ),
     exact(
         gpu::NAME,

@@ -10,8 +10,9 @@
 //!   check for `unknown_runs_to_warning` runs in a row adds a warning of its own;
 //! * the reason is ours (`hc: <CODE> <entity>`), and a reason without our
 //!   prefix is never overwritten nor resumed;
-//! * a node we took out only for auto-resumable checks (mounts) is resumed
-//!   after `clean_runs_to_resume` clean runs;
+//! * a node we took out only for auto-resumable checks (mounts), or for the
+//!   driver's DRAIN_P2P recovery action, which asks only to be re-queried, is
+//!   resumed after `clean_runs_to_resume` clean runs;
 //! * the fleet breaker asks `sinfo` once, only when about to act, how many
 //!   nodes of our partitions took the same code within
 //!   `fleet_breaker_window_s`, and stands down when at least
@@ -458,6 +459,7 @@ fn maybe_resume(ctx: &mut PolicyCtx, report: &RunReport, memory: &mut Memory) {
             .auto_resume_checks
             .iter()
             .any(|a| a == &c.check)
+            || crate::checks::gpu::recovery::resumes_once_clear(&c.code)
     });
     if !auto || ours.clean_runs < ctx.config.policy.clean_runs_to_resume {
         return;

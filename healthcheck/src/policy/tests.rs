@@ -274,3 +274,45 @@ fn a_node_taken_down_for_the_cause_of_its_repair_keeps_the_repairs_remark() {
         "{update}"
     );
 }
+
+#[test]
+fn a_drain_for_the_drivers_p2p_drain_is_resumed_once_clean_runs_read_it_gone() {
+    let config = Config::default();
+    let clean = report(vec![Finding::ok("gpu", "gpu3")]);
+    let ours = |code: &str| Ours {
+        action: "drain".into(),
+        reason: format!("hc: {code} gpu3"),
+        causes: vec![Cause {
+            check: "gpu".into(),
+            code: code.into(),
+            entity: "gpu3".into(),
+            action: lemonade_config::Action::None,
+            pci: None,
+        }],
+        at: 0,
+        clean_runs: 0,
+    };
+    let resumes = |code: &str| {
+        let mut memory = Memory {
+            ours: Some(ours(code)),
+            ..Default::default()
+        };
+        let mut tried = false;
+        for _ in 0..3 {
+            let out = decide(
+                &config,
+                &clean,
+                false,
+                &mut memory,
+                &absent_slurm(),
+                &mut |_| {},
+            );
+            tried |= out.changes.iter().any(|c| c.action == "resume");
+        }
+        tried
+    };
+    assert!(resumes("RECOVERY_DRAIN_P2P"));
+    // Other gpu causes wait for their rung or a human.
+    assert!(!resumes("RECOVERY_IMEX_DOMAIN"));
+    assert!(!resumes("PERSISTENCE_MODE_OFF"));
+}

@@ -28,6 +28,7 @@ pub mod breaker;
 mod gate;
 pub mod plan;
 
+use crate::checks::gpu::recovery::RECOVERY_ACTION_UNAVAILABLE;
 use crate::checks::xid::evaluate::{forget_before_reset, XidState};
 use crate::policy::memory::{Memory, Ours, PendingReboot};
 use crate::policy::{confirm, slurm, PolicyResult};
@@ -477,6 +478,9 @@ fn judge_recheck(report: &serde_json::Value) -> Recheck {
                     .as_str()
                     .is_some_and(|s| severities.contains(&s))
             })
+            // A driver without the recovery-action field (before R570) can
+            // never tell: waiting on it would keep every reset node out.
+            .filter(|f| f["code"] != RECOVERY_ACTION_UNAVAILABLE)
             .map(|f| {
                 format!(
                     "{} {}",
@@ -684,6 +688,18 @@ mod tests {
             judge_recheck(&json!({"oops": 1})),
             Recheck::Undecided(_)
         ));
+    }
+
+    #[test]
+    fn a_driver_that_cannot_give_its_recovery_action_does_not_hold_a_clean_recheck() {
+        let report = json!({"findings": [
+            finding("RECOVERY_ACTION_UNAVAILABLE", "unknown"),
+            finding("GPU_OK", "ok")
+        ]});
+        assert_eq!(judge_recheck(&report), Recheck::Clean);
+        // The action itself still decides.
+        let report = json!({"findings": [finding("RECOVERY_GPU_RESET", "down")]});
+        assert!(matches!(judge_recheck(&report), Recheck::Fault(_)));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! * [`clocks`] (`clocks`): throttle reasons and temperature.
 //! * [`procs`] (`gpu-procs`): what a job left on its GPUs.
 //! * [`fabric`]: each GPU's NVSwitch fabric registration, for the `fabric` check.
+//! * [`recovery`]: the driver's recovery action per GPU, judged by `gpu`.
 //!
 //! [`session`] loads NVML once per run and turns its answers into plain data;
 //! [`scenario`] writes them in the fake NVML's format for snapshots. Every
@@ -28,6 +29,7 @@ pub mod nvlink;
 pub mod pcie;
 pub mod presence;
 pub mod procs;
+pub mod recovery;
 pub mod scenario;
 pub mod session;
 

@@ -1,5 +1,6 @@
 //! `gpu`: every expected GPU is there and answers; driver, VBIOS, InfoROM and
-//! persistence mode are as they should be.
+//! persistence mode are as they should be, and the driver asks for no
+//! recovery action ([`super::recovery`]).
 //!
 //! This check owns the verdict on access: a missing driver, a lost GPU or one
 //! that needs a reset is `down` here, and only `unknown` in the other GPU checks.
@@ -49,6 +50,8 @@ pub struct Access {
     pub persistence_mode: Option<bool>,
     /// `Some(false)` when NVML reports the InfoROM corrupted.
     pub inforom_valid: Option<bool>,
+    /// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`.
+    pub recovery: super::recovery::Reading,
 }
 
 /// All NVML calls of the check.
@@ -65,6 +68,7 @@ pub fn gather(nvml: &Nvml) -> Readings {
             vbios: session::optional(device.vbios_version())?,
             persistence_mode: session::optional(device.is_in_persistent_mode())?,
             inforom_valid,
+            recovery: super::recovery::read(nvml, device)?,
         })
     });
     Readings {
@@ -193,7 +197,13 @@ fn each_gpu(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Finding> {
             vbios_norm.as_deref(),
             &mut findings,
         );
-        if findings.len() == before {
+        let recovery = super::recovery::evaluate(NAME, &gpu.id, &access.recovery);
+        // An unreadable action is `unknown` beside the ok, which carries the VBIOS.
+        let faulty = findings.len() > before
+            || recovery
+                .as_ref()
+                .is_some_and(|f| f.severity != Severity::Unknown);
+        if !faulty {
             // The VBIOS version travels with the ok finding: the export
             // sends it to the lemon report when it changes.
             let ok = gpu.id.ok(NAME);
@@ -202,6 +212,7 @@ fn each_gpu(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Finding> {
                 None => ok,
             });
         }
+        findings.extend(recovery);
     }
     findings
 }
@@ -329,6 +340,7 @@ fn capture(ctx: &CheckContext) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::gpu::recovery::{Reading, RecoveryAction};
 
     fn gpu(index: u32, vbios: &str) -> GpuData<Access> {
         GpuData {
@@ -341,6 +353,7 @@ mod tests {
                 vbios: Some(vbios.into()),
                 persistence_mode: Some(true),
                 inforom_valid: Some(true),
+                recovery: Reading::Action(RecoveryAction::None),
             }),
         }
     }

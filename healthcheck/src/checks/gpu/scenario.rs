@@ -60,6 +60,10 @@ fn device(nvml: &Nvml, d: &Device<'_>, max_links: u32, g: &mut Map<String, Value
     pcie(d, g);
     activity(d, g);
     limits(nvml, d, g);
+    // Unavailable stays absent: the fake then answers "not supported" too.
+    if let Ok(super::recovery::Reading::Action(a)) = super::recovery::read(nvml, d) {
+        g.insert("recovery_action".into(), a.raw().into());
+    }
 }
 
 /// The GPU's own temperature thresholds and its fabric registration.
