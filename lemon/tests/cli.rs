@@ -563,3 +563,22 @@ fn the_report_flags_the_tray_whose_clique_differs_from_its_topology_block() {
         "{out}"
     );
 }
+
+#[test]
+fn an_unreadable_topology_yaml_stops_the_report_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = dir.path().join("topology.yaml");
+    std::fs::write(
+        &topology,
+        "- topology: t\n  block:\n    blocks:\n      - block: b1\n        nodes: [gb1, gb2]\n",
+    )
+    .unwrap();
+    let c = Cluster::new(&format!("topology_yaml = \"{}\"", topology.display()));
+    let out = c.lemon(&["--now", &c.now(), "report"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&topology.display().to_string()) && err.contains("line 5"),
+        "{err}"
+    );
+}
