@@ -93,6 +93,10 @@ pub struct LemonSettings {
     /// exposure (node-days of runtime): a few hours of history make rates
     /// that mean nothing. They still show the counts.
     pub min_report_node_days: f64,
+    /// Slurm's `topology.yaml`, read for its `block` topology: each block
+    /// is a rack for the NVLink domain drift of `lemon report` (issue 50),
+    /// for nodes no `[[rack]]` names. Unset: only `[[rack]]` places nodes.
+    pub topology_yaml: Option<PathBuf>,
 }
 
 impl Default for LemonSettings {
@@ -123,6 +127,7 @@ impl Default for LemonSettings {
             max_drain_fraction: 0.02,
             max_drains_per_run: 10,
             min_report_node_days: 100.0,
+            topology_yaml: None,
         }
     }
 }

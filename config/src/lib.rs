@@ -27,6 +27,7 @@ mod kernel_faults;
 mod lemon;
 mod load;
 mod node;
+mod rack;
 mod severity;
 pub mod spank;
 mod validate;
@@ -44,6 +45,7 @@ pub use kernel_faults::*;
 pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
 pub use node::*;
+pub use rack::{rack_of_nodes, RackSettings};
 pub use severity::{Action, Severity};
 pub use validate::*;
 pub use watch::*;
@@ -68,6 +70,9 @@ pub struct Config {
     pub watch: WatchSettings,
     pub expect: ExpectSettings,
     pub validate: ValidateSettings,
+    /// The `[[rack]]` entries: which nodes share a rack (issue 50).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rack: Vec<RackSettings>,
     /// The `[[node]]` override blocks as written. [`load`] has already applied
     /// the ones matching the node, and leaves this empty.
     #[serde(skip_serializing)]

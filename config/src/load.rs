@@ -35,6 +35,8 @@ impl fmt::Display for ConfigError {
 struct RawFile {
     #[serde(default)]
     node: Vec<toml::Spanned<toml::Table>>,
+    #[serde(default)]
+    rack: Vec<toml::Spanned<toml::Table>>,
 }
 
 /// Loads the config for `node` (a Slurm node name) from `path`.
@@ -72,6 +74,7 @@ pub fn load_str(text: &str, origin: &Path, node: Option<&str>) -> Result<Config,
     let mut base_table: toml::Table =
         toml::from_str(text).map_err(|e| error_at(e.span(), e.message().to_string()))?;
     base_table.remove("node");
+    check_racks(&base.rack, &raw.rack, &error_at)?;
     if raw.node.is_empty() {
         return Ok(base);
     }
@@ -120,6 +123,26 @@ pub fn load_str(text: &str, origin: &Path, node: Option<&str>) -> Result<Config,
     }
     Config::deserialize(toml::Value::Table(merged))
         .map_err(|e| error_at(None, e.message().to_string()))
+}
+
+/// Every `[[rack]]` entry names its rack and nodes, and no node is in two.
+fn check_racks(
+    racks: &[crate::RackSettings],
+    spans: &[toml::Spanned<toml::Table>],
+    error_at: &dyn Fn(Option<std::ops::Range<usize>>, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let mut names = Vec::new();
+    let mut placed = std::collections::BTreeMap::new();
+    for (i, rack) in racks.iter().enumerate() {
+        if let Some(problem) = crate::rack::rack_problem(rack, &placed, &names) {
+            return Err(error_at(spans.get(i).map(|s| s.span()), problem));
+        }
+        for (node, name) in crate::rack_of_nodes(std::slice::from_ref(rack)) {
+            placed.insert(node, name);
+        }
+        names.push(rack.name.clone());
+    }
+    Ok(())
 }
 
 /// Merges `over` into `base`: tables merge key by key, anything else replaces.
@@ -273,6 +296,40 @@ checks.gpu.expected_count = 2
         assert!(err.message.contains("hosts"), "{err}");
         let err = parse("[[node]]\nhosts = \"gpu[1-\"\n", Some("x")).unwrap_err();
         assert!(err.message.contains("unbalanced"), "{err}");
+    }
+
+    #[test]
+    fn racks_name_their_nodes_and_a_bad_one_names_its_line_and_key() {
+        let text = "[[rack]]\nname = \"r01\"\nhosts = \"gb[001-018]\"\n\n[[rack]]\nname = \"r02\"\nhosts = \"gb[019-036]\"\n";
+        let config = parse(text, Some("gb001")).unwrap();
+        let racks = crate::rack_of_nodes(&config.rack);
+        assert_eq!(racks.len(), 36);
+        assert_eq!(racks["gb018"], "r01");
+        assert_eq!(racks["gb019"], "r02");
+
+        let overlap = "[[rack]]\nname = \"r01\"\nhosts = \"gb[001-018]\"\n\n[[rack]]\nname = \"r02\"\nhosts = \"gb[018-036]\"\n";
+        let err = parse(overlap, None).unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.to_string().starts_with("test.toml:5:"), "{err}");
+        assert!(err.message.contains("name = \"r02\""), "{err}");
+        assert!(
+            err.message.contains("gb018 is already in rack \"r01\""),
+            "{err}"
+        );
+
+        let bad = parse("[[rack]]\nname = \"r01\"\nhosts = \"gb[001-\"\n", None).unwrap_err();
+        assert!(bad.message.contains("`hosts`"), "{bad}");
+        assert_eq!(bad.line, Some(1), "{bad}");
+        let unnamed = parse("[[rack]]\nname = \"\"\nhosts = \"gb1\"\n", None).unwrap_err();
+        assert!(unnamed.message.contains("`name`"), "{unnamed}");
+        let twice =
+            "[[rack]]\nname = \"r\"\nhosts = \"a\"\n[[rack]]\nname = \"r\"\nhosts = \"b\"\n";
+        assert!(parse(twice, None)
+            .unwrap_err()
+            .message
+            .contains("defined above"));
+        let typo = parse("[[rack]]\nname = \"r\"\nhost = \"a\"\n", None).unwrap_err();
+        assert!(typo.message.contains("host"), "{typo}");
     }
 
     #[test]

@@ -65,10 +65,12 @@ impl Inventory {
     /// value, a GPU's VBIOS (its ok or `VBIOS_MISMATCH` finding), and a
     /// GPU's ECC history (the lifetime counts its ok `ecc` finding carries:
     /// no fault, but evidence the head node keeps per node), and every
-    /// version the `versions` check read (kernel, driver, CUDA, NCCL, GSP).
+    /// version the `versions` check read (kernel, driver, CUDA, NCCL, GSP),
+    /// and a GPU's NVLink domain (its ok `fabric` finding, issue 50).
     fn is_version(f: &Finding) -> bool {
         match f.check.as_str() {
             "firmware" | "versions" => true,
+            lemonade_spool::domain::CHECK => f.is_ok() && f.actual.is_some(),
             "gpu" => f.is_ok() || f.code == crate::checks::gpu::presence::VBIOS_MISMATCH,
             "ecc" => f.is_ok() && f.actual.is_some(),
             _ => false,
@@ -476,6 +478,25 @@ mod tests {
         assert_eq!(
             inventory_items(&updated.changes_since(&Inventory::sent(&store))),
             ["firmware/bios=1.7.0"]
+        );
+    }
+
+    #[test]
+    fn a_gpus_nvlink_domain_travels_as_inventory_and_a_fabric_fault_does_not() {
+        let domain = "cluster abababab-abab-abab-abab-abababababab clique 7";
+        let ok = Finding::ok("fabric", "gpu0").actual(domain);
+        let plain = Finding::ok("fabric", "fabric-manager");
+        let fault = Finding::new(
+            "fabric",
+            "gpu1",
+            "FABRIC_RECOVERY",
+            lemonade_config::Severity::Warning,
+        )
+        .actual("access timeout recovery");
+        let inventory = Inventory::of_findings(&[ok, plain, fault]);
+        assert_eq!(
+            inventory_items(&inventory.changes_since(&Inventory::default())),
+            [format!("fabric/gpu0={domain}")]
         );
     }
 

@@ -39,6 +39,17 @@ fn run(state: &Path, root: &Path, scenario: &str) -> (Vec<Finding>, i32) {
 }
 
 fn run_with(state: &Path, root: &Path, scenario: &str, extra: &str) -> (Vec<Finding>, i32) {
+    run_args(state, root, scenario, extra, &[])
+}
+
+/// [`run_with`], with more arguments to `healthcheck run`.
+fn run_args(
+    state: &Path,
+    root: &Path,
+    scenario: &str,
+    extra: &str,
+    args: &[&str],
+) -> (Vec<Finding>, i32) {
     let fabric = format!("[checks.fabric]\nnvswitch = true\n{extra}");
     let config = fake_nvml::node_config(state, 8, &fabric);
     let out = Command::new(env!("CARGO_BIN_EXE_healthcheck"))
@@ -55,6 +66,7 @@ fn run_with(state: &Path, root: &Path, scenario: &str, extra: &str) -> (Vec<Find
             "json",
         ])
         .args(["--checks", "fabric"])
+        .args(args)
         .env(fake_nvml::SCENARIO_ENV, fake_nvml::scenario(scenario))
         .output()
         .expect("run healthcheck");
@@ -231,4 +243,49 @@ fn a_gb200_name_beside_a_local_nvswitch_still_needs_the_fabric_manager() {
             Severity::Drain
         )]
     );
+}
+
+#[test]
+fn an_nvl72_trays_gpus_export_their_nvlink_domain_as_inventory() {
+    let (state, root) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    node_tree(root.path(), false, FM_LOG);
+    let spool = state.path().join("spool");
+    // A periodic run's export, dry run, with no Slurm command to find.
+    let extra = format!(
+        "\n[slurm]\nbin_dir = \"{d}/no-slurm\"\n\n[spool]\ndir = \"{d}/spool\"\n",
+        d = state.path().display()
+    );
+    let periodic = ["--apply-policy", "--dry-run"];
+    let (findings, code) = run_args(
+        state.path(),
+        root.path(),
+        "gb200-nvl72-tray",
+        &extra,
+        &periodic,
+    );
+    assert_eq!((faults(&findings), code), (vec![], 0));
+    let domain = |gpu: &str| {
+        let f = findings.iter().find(|f| f.entity == gpu).unwrap();
+        f.actual.clone().unwrap_or_default()
+    };
+    let cluster = "cluster 6d0b3f4e-1a2b-4c3d-8e9f-0a1b2c3d4e5f";
+    assert_eq!(domain("gpu0"), format!("{cluster} clique 32766"));
+    assert_eq!(domain("gpu3"), format!("{cluster} clique 4"));
+
+    let file = lemonade_spool::node_file(&spool, "hgx-test");
+    let (records, errors) = lemonade_spool::read(&file).unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    let sent: Vec<(String, String)> = records
+        .into_iter()
+        .filter_map(|r| match r.body {
+            lemonade_spool::Body::Inventory {
+                check,
+                entity,
+                value,
+            } if check == "fabric" => Some((entity, value)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 8, "{sent:?}");
+    assert!(sent.contains(&("gpu3".into(), format!("{cluster} clique 4"))));
 }

@@ -21,7 +21,7 @@ use lemonade_slurm::node_state::{NodeWriter, StateCommand};
 use lemonade_sql::lock::RunLock;
 use lemonade_sql::rusqlite::Connection;
 use lemonade_sql::wal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Exit code: nothing new.
@@ -276,11 +276,34 @@ fn report_cmd(ctx: &App, args: &ReportArgs) -> Result<u8> {
         .with_watch_detections(&conn)?
         .with_node_breaker_holds(&conn)?
         .with_drift(&conn)?
+        .with_rack_drift(&conn, &racks(&ctx.cfg)?)?
         .with_validations(&conn, &ctx.cfg.validate)?
         .render(args.format)
     };
     emit(args.reliability_args.output.as_deref(), &out)?;
     Ok(EXIT_OK)
+}
+
+/// The racks of `[[rack]]`, then the blocks of `[lemon] topology_yaml`.
+fn racks(cfg: &Config) -> Result<crate::rack_drift::Racks> {
+    let topology = match &cfg.lemon.topology_yaml {
+        Some(path) => {
+            let cap = lemonade_slurm::topology::MAX_BYTES as u64;
+            let bytes = crate::input_file::read_plain(path, cap, "Slurm's topology.yaml")?;
+            let text = String::from_utf8_lossy(&bytes);
+            lemonade_slurm::topology::parse(&text)
+                .map_err(|e| LemonError::Usage(format!("{}: {e}", path.display())))?
+        }
+        None => None,
+    };
+    crate::rack_drift::Racks::of(&cfg.rack, topology.as_ref()).map_err(|e| {
+        let file = cfg
+            .lemon
+            .topology_yaml
+            .as_deref()
+            .unwrap_or(Path::new("topology.yaml"));
+        LemonError::Usage(format!("{}: {e}", file.display()))
+    })
 }
 
 fn reliability_text(

@@ -179,8 +179,8 @@ pub fn analyse(nodes: &[NodeVersions]) -> DriftReport {
     report
 }
 
-/// The keys on which the nodes of one SKU differ.
-fn sku_drift(members: &BTreeMap<&str, &BTreeMap<String, String>>) -> Vec<KeyDrift> {
+/// The keys on which the nodes of one group (a SKU, a rack) differ.
+pub(crate) fn sku_drift(members: &BTreeMap<&str, &BTreeMap<String, String>>) -> Vec<KeyDrift> {
     if members.len() < 2 {
         return Vec::new();
     }

@@ -20,6 +20,7 @@ pub mod fast_hash;
 pub mod ingest;
 pub mod input_file;
 pub mod job_state;
+pub mod rack_drift;
 pub mod reliability;
 pub mod report;
 pub mod signals;

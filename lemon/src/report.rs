@@ -74,6 +74,10 @@ pub struct Report<'a> {
     /// The nodes whose versions differ from their SKU's (issue 34).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::DriftReport>,
+    /// The nodes whose NVLink clique or cluster differs from their rack's
+    /// (issue 50); only where racks are known or nodes sent a domain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rack_drift: Option<crate::rack_drift::RackDriftReport>,
     /// `lemon run`'s validation step (issue 31), when enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub validation_step: Option<&'a crate::validate::step::StepReport>,
@@ -124,6 +128,7 @@ impl<'a> Report<'a> {
             watch_detections: Vec::new(),
             node_breaker_holds: Vec::new(),
             drift: None,
+            rack_drift: None,
             validation_step: None,
             validations: None,
         }
@@ -147,6 +152,21 @@ impl<'a> Report<'a> {
     pub fn with_drift(mut self, conn: &Connection) -> Result<Self> {
         let inventory = db::inventory::latest_inventory(conn)?;
         self.drift = Some(crate::drift::from_inventory(&inventory));
+        Ok(self)
+    }
+
+    /// Adds the NVLink domain drift within each rack of `racks`, from the
+    /// inventory in `conn`; nothing on a site with no rack and no domain.
+    pub fn with_rack_drift(
+        mut self,
+        conn: &Connection,
+        racks: &crate::rack_drift::Racks,
+    ) -> Result<Self> {
+        let inventory = db::inventory::latest_inventory(conn)?;
+        let report = crate::rack_drift::analyse(&inventory, racks);
+        if !racks.is_empty() || report.judged > 0 || !report.unplaced.is_empty() {
+            self.rack_drift = Some(report);
+        }
         Ok(self)
     }
 
@@ -234,6 +254,7 @@ impl<'a> Report<'a> {
             sections.push(crate::watch::report::section(&self.watch_detections));
         }
         sections.extend(self.drift.as_ref().map(crate::drift::section));
+        sections.extend(self.rack_drift.as_ref().map(crate::rack_drift::section));
         sections.extend((self.validations.as_ref()).map(crate::validate::report::section));
         Document {
             title: "Lemon report".into(),

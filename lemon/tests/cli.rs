@@ -495,3 +495,90 @@ fn a_take_out_the_nodes_fleet_breaker_refused_is_a_line_of_the_report() {
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(doc["node_breaker_holds"][0]["action"], "down");
 }
+
+/// One GB200 tray's export: its four GPUs' NVLink domain, as the fabric
+/// check's inventory.
+fn tray_export(node: &str, at: i64, clique: u32) -> Vec<lemonade_spool::Record> {
+    use lemonade_spool::domain::NvlinkDomain;
+    let domain = NvlinkDomain {
+        cluster_uuid: "6d0b3f4e-1a2b-4c3d-8e9f-0a1b2c3d4e5f".into(),
+        clique_id: clique,
+    };
+    (0..4)
+        .map(|gpu| lemonade_spool::Record {
+            seq: gpu + 1,
+            epoch: "e1".into(),
+            node: node.into(),
+            at,
+            body: lemonade_spool::Body::Inventory {
+                check: "fabric".into(),
+                entity: format!("gpu{gpu}"),
+                value: domain.value(),
+            },
+        })
+        .collect()
+}
+
+#[test]
+fn the_report_flags_the_tray_whose_clique_differs_from_its_topology_block() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/slurm-topology/nvl72.yaml"
+    );
+    let c = Cluster::new(&format!("topology_yaml = \"{fixture}\""));
+    let spool = c.path("spool");
+    let t = c.truth.end - 3600;
+    for i in 1..=36 {
+        let node = format!("gb{i:03}");
+        let clique = if node == "gb023" { 4 } else { 32766 };
+        lemonade_spool::write(&spool, &node, &tray_export(&node, t, clique), 1 << 20).unwrap();
+    }
+    // In no block of the topology: not judged, whatever its clique.
+    lemonade_spool::write(&spool, "gb099", &tray_export("gb099", t, 9), 1 << 20).unwrap();
+    let (file, events) = (c.path("sacct.txt"), c.path("events.txt"));
+    let ingest = c.lemon(&[
+        "--now",
+        &c.now(),
+        "ingest",
+        "--no-slurm",
+        "--sacct-file",
+        path(&file),
+        "--events-file",
+        path(&events),
+        "--spool-dir",
+        path(&spool),
+    ]);
+    assert_eq!(ingest.status.code(), Some(0), "{}", text(&ingest));
+    let md = c.lemon(&["--now", &c.now(), "report", "--format", "markdown"]);
+    let out = String::from_utf8_lossy(&md.stdout);
+    assert!(out.contains("NVLink domain drift"), "{out}");
+    assert!(
+        out.contains("| rack02 | gb023 | clique | 4 | 32766 |"),
+        "{out}"
+    );
+    let flagged: Vec<&str> = out.lines().filter(|l| l.starts_with("| rack0")).collect();
+    assert_eq!(flagged.len(), 1, "{out}");
+    assert!(
+        out.contains("1 node with an NVLink domain is in no rack"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_unreadable_topology_yaml_stops_the_report_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let topology = dir.path().join("topology.yaml");
+    std::fs::write(
+        &topology,
+        "- topology: t\n  block:\n    blocks:\n      - block: b1\n        nodes: [gb1, gb2]\n",
+    )
+    .unwrap();
+    let c = Cluster::new(&format!("topology_yaml = \"{}\"", topology.display()));
+    let out = c.lemon(&["--now", &c.now(), "report"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&topology.display().to_string()) && err.contains("line 5"),
+        "{err}"
+    );
+}

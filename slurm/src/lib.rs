@@ -11,6 +11,7 @@
 //! * [`sinfo`]: nodes' states and reasons as `sinfo` shows them.
 //! * [`squeue`]: the running jobs and their nodes.
 //! * [`node_name`]: which Slurm node this process runs for.
+//! * [`topology`]: the `block` topology of `topology.yaml` (which nodes form each block).
 //! * [`show_job`]: the output files of jobs slurmctld still holds, and Slurm's
 //!   filename patterns.
 
@@ -23,3 +24,4 @@ pub mod reason;
 pub mod show_job;
 pub mod sinfo;
 pub mod squeue;
+pub mod topology;

@@ -16,6 +16,7 @@
 //! into the export by the next healthcheck run.
 
 pub mod atomic;
+pub mod domain;
 
 pub use lemonade_config::Severity;
 use serde::{Deserialize, Serialize};
@@ -95,7 +96,8 @@ pub enum Body {
     /// We changed the node's Slurm state (drain, down, resume).
     StateChange { action: String, reason: String },
     /// A firmware version the node runs (`firmware`/`bios`, `firmware`/`mlx5_0`,
-    /// `gpu`/`gpu0` for a VBIOS),
+    /// `gpu`/`gpu0` for a VBIOS), or a GPU's NVLink domain (`fabric`/`gpu0`,
+    /// see [`domain`]),
     /// sent when it is first seen or changes: the head node's lemon report
     /// shows the versions of flagged nodes.
     Inventory {

@@ -14,6 +14,7 @@
  * win (a fault that starts mid-job).
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1052,17 +1053,36 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t d, int type,
     return NVML_ERROR_NOT_SUPPORTED;
 }
 
+/* `fabric_cluster_uuid`: 32 hex digits, dashes anywhere; absent or not
+ * hex: all zero, as a GPU outside a multi-node NVLink domain reports. */
+static void cluster_uuid(int gpu, unsigned char uuid[16]) {
+    memset(uuid, 0, 16);
+    const struct entry *e = gpu_find(gpu, "fabric_cluster_uuid");
+    unsigned char parsed[16] = {0};
+    int digits = 0;
+    for (const char *p = e && e->value ? e->value : ""; *p; p++) {
+        if (*p == '-') continue;
+        int v = isdigit((unsigned char)*p) ? *p - '0'
+              : isxdigit((unsigned char)*p) ? (tolower((unsigned char)*p) - 'a' + 10) : -1;
+        if (v < 0 || digits == 32) return;
+        parsed[digits / 2] |= (unsigned char)(digits % 2 ? v : v << 4);
+        digits++;
+    }
+    if (digits == 32) memcpy(uuid, parsed, 16);
+}
+
 /* The fabric state (0..3: not supported, not started, in progress, completed)
  * and its status (an NVML return code by name); no `fabric_state`: the GPU is
  * not on an NVSwitch fabric. */
 static nvmlReturn_t fabric(int gpu, unsigned char *state, nvmlReturn_t *status,
-                           unsigned int *clique) {
+                           unsigned int *clique, unsigned char uuid[16]) {
     unsigned long long v;
     if (gpu_u64(gpu, "fabric_state", &v)) return NVML_ERROR_NOT_SUPPORTED;
     *state = (unsigned char)v;
     const struct entry *e = gpu_find(gpu, "fabric_status");
     *status = e && e->value ? code_of(e->value) : NVML_SUCCESS;
     *clique = gpu_u64(gpu, "fabric_clique", &v) ? 0 : (unsigned int)v;
+    cluster_uuid(gpu, uuid);
     return NVML_SUCCESS;
 }
 
@@ -1070,7 +1090,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t d, nvmlGpuFabricInfo
     DEVICE_CALL("nvmlDeviceGetGpuFabricInfo", d, gpu);
     if (!info) return NVML_ERROR_INVALID_ARGUMENT;
     memset(info, 0, sizeof *info);
-    return fabric(gpu, &info->state, &info->status, &info->cliqueId);
+    return fabric(gpu, &info->state, &info->status, &info->cliqueId, info->clusterUuid);
 }
 
 /* The fabric struct versions a driver branch serves: `driver_branch` "R570"
@@ -1094,7 +1114,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t d, nvmlGpuFabricInf
     info->version = version;
     unsigned long long mask = 0;
     gpu_u64(gpu, "fabric_health_mask", &mask);
-    nvmlReturn_t r = fabric(gpu, &info->state, &info->status, &info->cliqueId);
+    nvmlReturn_t r = fabric(gpu, &info->state, &info->status, &info->cliqueId, info->clusterUuid);
     if (r == NVML_SUCCESS) info->healthMask = (unsigned int)mask;
     return r;
 }

@@ -7,6 +7,7 @@ use crate::checks::gpu::fabric::FabricInfo;
 use crate::checks::gpu::session::{self, GpuData};
 use crate::finding::Finding;
 use lemonade_config::{Action, FabricSettings, Severity};
+use lemonade_spool::domain::NvlinkDomain;
 
 /// The code of a fabric that cannot carry NVLink traffic.
 pub const FABRIC_DOWN: &str = "FABRIC_DOWN";
@@ -82,7 +83,13 @@ pub fn gpus(gpus: &[GpuData<Option<FabricInfo>>], s: &FabricSettings) -> Vec<Fin
         }
         let faults = health_faults(f.health_mask.unwrap_or(0));
         if faults.is_empty() {
-            out.push(id.ok(NAME));
+            // The domain rides on the ok finding: the export sends it as
+            // inventory, and lemon compares it across the rack.
+            let ok = id.ok(NAME);
+            out.push(match NvlinkDomain::from_raw(f.cluster_uuid, f.clique) {
+                Some(domain) => ok.actual(domain.value()),
+                None => ok,
+            });
         }
         for fault in faults {
             let (code, severity) = if fault.drains {
@@ -204,6 +211,25 @@ mod tests {
         );
         assert_eq!(f.actual.as_deref(), Some("not started, NOT_READY"));
         assert!(gpus(&[gpu(FabricState::Completed, 0, 0)], &s)[0].is_ok());
+    }
+
+    #[test]
+    fn a_healthy_gpu_in_a_multi_node_domain_carries_its_cluster_and_clique() {
+        let s = FabricSettings::default();
+        let mut g = gpu(FabricState::Completed, 0, 0);
+        if let Ok(Some(info)) = &mut g.reading {
+            info.cluster_uuid = [0xab; 16];
+            info.clique = 32766;
+        }
+        let f = &gpus(&[g], &s)[0];
+        assert!(f.is_ok());
+        assert_eq!(
+            f.actual.as_deref(),
+            Some("cluster abababab-abab-abab-abab-abababababab clique 32766")
+        );
+        // No cluster UUID: no multi-node domain, nothing to carry.
+        let single = &gpus(&[gpu(FabricState::Completed, 0, 0)], &s)[0];
+        assert_eq!(single.actual, None);
     }
 
     #[test]

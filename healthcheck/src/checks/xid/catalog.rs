@@ -9,6 +9,7 @@
 //! ignored, and not drain a node by itself.
 
 use super::catalog_table::{EDITION, ENTRIES};
+use super::nvlink5::Nvlink5;
 use super::parse::Recovery;
 use lemonade_config::{Action, Severity, XidSettings};
 
@@ -57,10 +58,33 @@ pub fn edition() -> String {
     format!("XID catalog: {EDITION}, {} entries", ENTRIES.len())
 }
 
+/// What a line says beyond its number.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reading<'a> {
+    /// XID 154: the recovery action it changed to.
+    pub recovery: Option<Recovery>,
+    /// XIDs 144–150: the decoded sub-code.
+    pub nvlink5: Option<&'a Nvlink5>,
+}
+
 /// The rule for `xid`: config override, then the built-in table, then the
 /// default for unknown XIDs. For XID 154 without an override, the recovery
 /// action of the message decides.
 pub fn rule(xid: u32, recovery: Option<Recovery>, settings: &XidSettings) -> Rule {
+    rule_of(
+        xid,
+        Reading {
+            recovery,
+            nvlink5: None,
+        },
+        settings,
+    )
+}
+
+/// [`rule`], with a decoded XID 144–150 sub-code deciding for its XID
+/// unless the site overrides that XID.
+pub fn rule_of(xid: u32, reading: Reading, settings: &XidSettings) -> Rule {
+    let recovery = reading.recovery;
     if let Some(r) = settings.catalog.get(&xid) {
         let description = r
             .description
@@ -71,6 +95,13 @@ pub fn rule(xid: u32, recovery: Option<Recovery>, settings: &XidSettings) -> Rul
             severity: r.severity,
             action: r.action,
             description,
+        };
+    }
+    if let Some(d) = reading.nvlink5 {
+        return Rule {
+            severity: d.severity,
+            action: d.action,
+            description: d.description(xid),
         };
     }
     if xid == RECOVERY_XID {

@@ -5,11 +5,12 @@
 //! times an XID repeats. Severities are worked out from it on every run, so a
 //! change of the catalog in the config applies to XIDs already seen.
 
-use super::catalog::{self, Rule};
+use super::catalog::{self, Reading, Rule};
 use super::faults;
 use super::gpus::{gpu_at, gpu_of, Gpu};
 use super::kernel_log;
 use super::kmsg::{Cursor, KmsgRecord, ReadSummary};
+use super::nvlink5::{self, Nvlink5};
 use super::parse::{self, Nvrm, Recovery, XidLine};
 use super::tally::{clip, MAX_TEXT};
 use crate::check::Event;
@@ -91,6 +92,9 @@ pub struct Tally {
     /// XID 154: the latest recovery action, which replaces earlier ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// XIDs 144–150: the worst decoded sub-code since boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink5: Option<Nvlink5>,
     /// Times of the latest occurrences, as many as repeat detection needs.
     #[serde(default)]
     pub recent: Vec<i64>,
@@ -178,7 +182,11 @@ fn fold_record(
             Vec::new()
         }
         Nvrm::Xid(x) => {
-            let rule = catalog::rule(x.xid, x.recovery, settings);
+            let rule = catalog::rule_of(
+                x.xid,
+                reading_of(x.recovery, x.nvlink5.as_deref()),
+                settings,
+            );
             let event = Event {
                 entity: gpu_of(&x.bus, &gathered.gpus).entity,
                 code: code_of(x.xid),
@@ -319,6 +327,10 @@ fn place(record: &KmsgRecord) -> String {
     }
 }
 
+fn reading_of(recovery: Option<Recovery>, nvlink5: Option<&Nvlink5>) -> Reading<'_> {
+    Reading { recovery, nvlink5 }
+}
+
 fn fold(tallies: &mut Vec<Tally>, x: XidLine, at: i64, seq: u64, s: &XidSettings) {
     let index = match tallies
         .iter()
@@ -338,6 +350,7 @@ fn fold(tallies: &mut Vec<Tally>, x: XidLine, at: i64, seq: u64, s: &XidSettings
                 process: None,
                 text: String::new(),
                 recovery: None,
+                nvlink5: None,
                 recent: Vec::new(),
                 escalated_at: None,
             });
@@ -353,6 +366,7 @@ fn fold(tallies: &mut Vec<Tally>, x: XidLine, at: i64, seq: u64, s: &XidSettings
     t.process = x.process;
     t.text = clip(&x.text, MAX_TEXT);
     t.recovery = x.recovery;
+    t.nvlink5 = nvlink5::worse(t.nvlink5.take(), x.nvlink5.map(|d| *d));
     t.recent.push(at);
     let kept = times_needed(t.xid, s);
     if t.recent.len() > kept {
@@ -374,7 +388,9 @@ fn bound(state: &mut XidState, s: &XidSettings) {
         let mut order: Vec<usize> = (0..state.tallies.len()).collect();
         order.sort_by_key(|&i| {
             let t = &state.tallies[i];
-            let down = catalog::rule(t.xid, t.recovery, s).severity == Severity::Down;
+            let down = catalog::rule_of(t.xid, reading_of(t.recovery, t.nvlink5.as_ref()), s)
+                .severity
+                == Severity::Down;
             (down, t.last_at)
         });
         let mut keep = vec![true; state.tallies.len()];
@@ -562,7 +578,7 @@ fn tally_finding(
     state: &XidState,
     now: i64,
 ) -> Option<Finding> {
-    let rule = catalog::rule(t.xid, t.recovery, s);
+    let rule = catalog::rule_of(t.xid, reading_of(t.recovery, t.nvlink5.as_ref()), s);
     let (severity, why) = status(t, &rule, s, now)?;
     let why_rule = match why {
         Why::SiteRule(i) => Some(i),
@@ -866,6 +882,60 @@ mod tests {
         let e = evaluate(&gathered(&[(2, 50, &none)]), &s, e.state, BTIME + 51);
         assert_eq!(worst_of(&e.findings, "gpu0").1, Severity::Ok);
         assert_eq!(e.events[0].severity, Severity::Ok);
+    }
+
+    #[test]
+    fn an_nvlink5_sub_code_names_its_unit_and_a_fatal_one_outlives_a_milder_one() {
+        let s = XidSettings::default();
+        let line = |words: &str| {
+            format!("NVRM: Xid (PCI:0000:18:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 ({words} 0x00000000 0x00000000)")
+        };
+        let mild = line("0x00000001 0x00000008");
+        let e = evaluate(
+            &gathered(&[(1, 5, &mild)]),
+            &s,
+            XidState::default(),
+            BTIME + 6,
+        );
+        let f = e.findings.iter().find(|f| f.code == "XID_144").unwrap();
+        assert_eq!(
+            (f.severity, f.action),
+            (Severity::Warning, Action::Investigate)
+        );
+        assert!(
+            f.message.contains("NVLink5 SAW_MVB link 0"),
+            "{}",
+            f.message
+        );
+        assert!(f.message.contains("NVIDIA Non-fatal (HW)"), "{}", f.message);
+        assert_eq!(e.events[0].severity, Severity::Warning);
+
+        let fatal = line("0x00000001 0x00000002");
+        let e = evaluate(&gathered(&[(2, 7, &fatal)]), &s, e.state, BTIME + 8);
+        let e = evaluate(&gathered(&[(3, 9, &mild)]), &s, e.state, BTIME + 10);
+        let f = e.findings.iter().find(|f| f.code == "XID_144").unwrap();
+        assert_eq!((f.severity, f.action), (Severity::Down, Action::ResetGpu));
+        assert!(f.message.contains("NVIDIA Fatal"), "{}", f.message);
+        assert_eq!(
+            e.events[0].severity,
+            Severity::Warning,
+            "the event is the line's own"
+        );
+    }
+
+    #[test]
+    fn an_nvlink5_line_that_does_not_decode_keeps_the_catalog_rule() {
+        let s = XidSettings::default();
+        let odd =
+            "NVRM: Xid (PCI:0000:18:00): 149, NETIR Fatal XC0 i0 Link 1 (0x0000007f 0x00000000)";
+        let e = evaluate(
+            &gathered(&[(1, 5, odd)]),
+            &s,
+            XidState::default(),
+            BTIME + 6,
+        );
+        let f = e.findings.iter().find(|f| f.code == "XID_149").unwrap();
+        assert_eq!((f.severity, f.action), (Severity::Down, Action::ResetGpu));
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! * [`parse`]: the driver's line formats;
 //! * [`catalog`]: severity and action per XID, from [`catalog_table`],
 //!   generated from NVIDIA's catalog in `nvidia/`;
+//! * [`nvlink5`]: the sub-codes of XIDs 144–150, from [`nvlink5_table`],
+//!   generated from NVIDIA's decode sheet in `nvidia/`;
 //! * [`gpus`]: bus id → `gpuN`;
 //! * [`evaluate`]: the pure step and the state.
 
@@ -32,6 +34,10 @@ pub mod forms;
 pub mod gpus;
 pub mod kernel_log;
 pub mod kmsg;
+pub mod nvlink5;
+// Generated; its long rows stay one per sub-code.
+#[rustfmt::skip]
+pub mod nvlink5_table;
 pub mod parse;
 pub mod sxid;
 pub mod tally;

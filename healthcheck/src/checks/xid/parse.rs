@@ -4,8 +4,11 @@
 //!   with `pid=`/`name=` optional (`pid='<unknown>'` on newer drivers), a MIG
 //!   instance inside the parentheses (`PCI:0000:c6:00 GPU-I:05`), and no
 //!   `PCI:` on very old drivers (`Xid (0000:03:00): 13, ...`);
+//! * `NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 ...)`,
+//!   XIDs 144–150, whose words [`super::nvlink5`] decodes;
 //! * `NVRM: GPU at PCI:0000:2b:00: GPU-<uuid>`, which names a bus id's GPU.
 
+use super::nvlink5::{self, Nvlink5};
 use serde::{Deserialize, Serialize};
 
 /// What XID 154 says the GPU now needs.
@@ -32,6 +35,9 @@ pub struct XidLine {
     pub text: String,
     /// XID 154 only: the recovery action it changed to.
     pub recovery: Option<Recovery>,
+    /// XIDs 144–150 only: NVIDIA's decode of the sub-code (boxed: most
+    /// lines have none).
+    pub nvlink5: Option<Box<Nvlink5>>,
 }
 
 /// A driver line the check cares about.
@@ -124,6 +130,7 @@ fn parse_xid(rest: &str) -> Nvrm {
     }
     let text = tail.trim().to_string();
     let recovery = (xid == 154).then(|| recovery_of(&text)).flatten();
+    let nvlink5 = nvlink5::decode(xid, &text).map(Box::new);
     Nvrm::Xid(XidLine {
         bus,
         gpu_instance,
@@ -132,6 +139,7 @@ fn parse_xid(rest: &str) -> Nvrm {
         process,
         text,
         recovery,
+        nvlink5,
     })
 }
 
@@ -243,6 +251,7 @@ mod tests {
                 process: Some("proc".into()),
                 text: "GPU has fallen off the bus.".into(),
                 recovery: None,
+                nvlink5: None,
             }
         );
     }
