@@ -93,6 +93,29 @@ pub fn ensure(root: &NodeRoot, node_path: &str, dry_run: bool) -> Result<Ensured
     Ok(Ensured::Created { major, minor })
 }
 
+/// The prolog's part, before the checks: on a node in an NVLink domain
+/// (`[checks.imex] enabled` and `create_channel`), a missing channel is
+/// made. Returns the line to print, if anything happened; failing to make
+/// it is a line too: the check then finds `IMEX_CHANNEL_MISSING`.
+pub fn for_prolog(
+    settings: &lemonade_config::ImexSettings,
+    root: &NodeRoot,
+    dry_run: bool,
+) -> Option<String> {
+    if !settings.enabled || !settings.create_channel {
+        return None;
+    }
+    match ensure(root, &settings.channel, dry_run) {
+        Ok(Ensured::AlreadyThere) => None,
+        Ok(Ensured::Created { major, minor }) => Some(format!(
+            "imex: made {} (c {major} {minor})",
+            settings.channel
+        )),
+        Ok(Ensured::DryRun(shown)) => Some(format!("dry-run: {shown}")),
+        Err(e) => Some(format!("imex: cannot make {}: {e}", settings.channel)),
+    }
+}
+
 /// Creates each missing directory of `node_dir` under the root; an existing
 /// component must be a real directory, not a symlink.
 fn make_dirs(root: &NodeRoot, node_dir: &Path) -> Result<(), ChannelError> {
@@ -132,10 +155,15 @@ fn mknod(real: &Path, shown: &str, major: u32, minor: u32) -> Result<(), Channel
     // that appeared meanwhile: it fails with EEXIST.
     let mode = Mode::from_bits_truncate(0o666);
     let dev = makedev(u64::from(major), u64::from(minor));
-    nix::sys::stat::mknod(real, SFlag::S_IFCHR, mode, dev).map_err(|e| ChannelError::Io {
+    let io = |source: std::io::Error| ChannelError::Io {
         path: shown.to_string(),
-        source: std::io::Error::from(e),
-    })
+        source,
+    };
+    nix::sys::stat::mknod(real, SFlag::S_IFCHR, mode, dev).map_err(|e| io(e.into()))?;
+    // The umask took bits off; the device we just made in a root-only
+    // directory gets them back.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(real, std::fs::Permissions::from_mode(0o666)).map_err(io)
 }
 
 #[cfg(test)]
@@ -201,6 +229,9 @@ Block devices:
                     }
                 );
                 assert_eq!(gather::channel(&root, CHANNEL).unwrap(), Channel::Present);
+                use std::os::unix::fs::PermissionsExt;
+                let meta = std::fs::metadata(dir.path().join(&CHANNEL[1..])).unwrap();
+                assert_eq!(meta.permissions().mode() & 0o777, 0o666);
                 assert_eq!(
                     ensure(&root, CHANNEL, false).unwrap(),
                     Ensured::AlreadyThere
@@ -240,6 +271,22 @@ Block devices:
             ensure(&root, CHANNEL, false),
             Err(ChannelError::InTheWay(..))
         ));
+    }
+
+    #[test]
+    fn the_prolog_makes_the_channel_only_on_a_node_of_an_nvlink_domain() {
+        let (dir, root) = tree();
+        let mut settings = lemonade_config::ImexSettings::default();
+        assert_eq!(for_prolog(&settings, &root, false), None);
+        assert!(!dir.path().join("dev/nvidia-caps-imex-channels").exists());
+        settings.enabled = true;
+        let line = for_prolog(&settings, &root, true).unwrap();
+        assert_eq!(line, format!("dry-run: mknod {CHANNEL} c 234 0"));
+        let line = for_prolog(&settings, &root, false).unwrap();
+        assert!(line.contains(CHANNEL), "{line}");
+        settings.create_channel = false;
+        std::fs::remove_dir_all(dir.path().join("dev/nvidia-caps-imex-channels")).unwrap();
+        assert_eq!(for_prolog(&settings, &root, false), None);
     }
 
     #[test]
