@@ -48,7 +48,7 @@ pub fn evaluate(data: &ImexData, settings: &ImexSettings) -> Vec<Finding> {
     let Some(me) = status
         .nodes
         .iter()
-        .find(|n| data.local.iter().any(|l| *l == n.address))
+        .find(|n| data.local.contains(&n.address))
     else {
         findings.push(Finding::ok(NAME, &settings.daemon).actual(format!("pid {pid}")));
         findings.push(Finding::unknown(
