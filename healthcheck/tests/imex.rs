@@ -271,3 +271,30 @@ fn the_check_is_off_unless_the_node_is_in_an_nvlink_domain() {
         .any(|c| c.name() == imex::NAME);
     assert!(registered);
 }
+
+#[test]
+fn a_replayed_snapshot_reads_the_captured_ctl_output_instead_of_asking() {
+    let tray = Tray::new(TRAY_0);
+    tray.with_channel();
+    let captured = std::fs::read_to_string(fixture("ctl-n-4-peer-disconnected.txt")).unwrap();
+    tray.write(imex::gather::CTL_FILE, &captured);
+    // This machine's ctl would say all is well: the capture wins.
+    let findings = tray.run(tray.ctl_printing("ctl-n-18-up.txt"));
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.code == ie::IMEX_PEER_DISCONNECTED && f.entity == "imex-peer3"),
+        "{findings:#?}"
+    );
+    let ctx = CheckContext::standalone(tray.dir.path(), Config::default(), chrono::Utc::now());
+    let mut config = Config::default();
+    config.checks.imex.ctl = tray.ctl_printing("ctl-n-18-up.txt");
+    let ctx = CheckContext {
+        config: std::sync::Arc::new(config),
+        ..ctx
+    };
+    let files = imex::Imex.snapshot_files(&ctx);
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].0, Path::new(imex::gather::CTL_FILE));
+    assert!(String::from_utf8_lossy(&files[0].1).contains("Domain State: UP"));
+}

@@ -36,13 +36,23 @@ pub struct ImexData {
 }
 
 pub const FIB_TRIE: &str = "/proc/net/fib_trie";
+/// `nvidia-imex-ctl -N`'s output captured by `healthcheck snapshot`, as the
+/// node sees the path: a replay reads it instead of asking this machine.
+pub const CTL_FILE: &str = "/.lemonade/imex-ctl-N.txt";
 pub const HOSTNAME: &str = "/proc/sys/kernel/hostname";
 
 pub fn gather(root: &NodeRoot, settings: &ImexSettings) -> Result<ImexData, CheckError> {
     let wanted = [settings.daemon.clone()];
     let running = procfs::gather(root, &wanted)?;
     let daemon = running.0.get(procfs::comm_name(&settings.daemon)).copied();
-    let ctl = daemon.map(|_| run_ctl(settings));
+    let ctl = match daemon {
+        None => None,
+        Some(_) if !root.is_live() && root.exists(CTL_FILE) => {
+            let text = root.read_to_string(CTL_FILE)?;
+            Some(ctl::parse(&text).map_err(|e| format!("{CTL_FILE}: {e}")))
+        }
+        Some(_) => Some(run_ctl(settings)),
+    };
     Ok(ImexData {
         daemon,
         channel: channel(root, &settings.channel)?,
@@ -75,15 +85,23 @@ pub fn channel(root: &NodeRoot, node_path: &str) -> Result<Channel, ReadError> {
     }
 }
 
-/// `<ctl> -N` under `ctl_timeout_s`; any failure is a sentence.
-fn run_ctl(settings: &ImexSettings) -> CtlResult {
+/// What `<ctl> -N` printed and its exit code, under `ctl_timeout_s`.
+pub fn ctl_output(settings: &ImexSettings) -> Result<(String, Option<i32>), String> {
     let argv = [settings.ctl.clone(), "-N".to_string()];
     let timeout = Duration::from_secs_f64(settings.ctl_timeout_s.max(0.1));
-    let shown = format!("{} -N", settings.ctl);
     let done = crate::bounded::run_any_status(&argv, b"", timeout)
-        .map_err(|e| format!("`{shown}`: {e}"))?;
-    let text = String::from_utf8_lossy(&done.stdout);
-    ctl::parse(&text).map_err(|e| match done.code {
+        .map_err(|e| format!("`{} -N`: {e}", settings.ctl))?;
+    Ok((
+        String::from_utf8_lossy(&done.stdout).into_owned(),
+        done.code,
+    ))
+}
+
+/// `<ctl> -N`, read; any failure is a sentence.
+fn run_ctl(settings: &ImexSettings) -> CtlResult {
+    let shown = format!("{} -N", settings.ctl);
+    let (text, code) = ctl_output(settings)?;
+    ctl::parse(&text).map_err(|e| match code {
         Some(0) => format!("`{shown}` printed what we cannot read: {e}"),
         code => format!(
             "`{shown}` exited with {} and printed what we cannot read: {e}",

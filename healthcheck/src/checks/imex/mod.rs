@@ -6,7 +6,8 @@
 //! `ctl_timeout_s`, through the one bounded runner) how the domain stands;
 //! [`ctl::parse`] reads its table; [`evaluate::evaluate`] judges. A ctl that
 //! hangs, fails or prints what we cannot read is `unknown`, never ok and
-//! never a drain. [`channel::ensure`] recreates a missing channel device
+//! never a drain; a snapshot carries its output in [`gather::CTL_FILE`],
+//! which a replay reads instead. [`channel::ensure`] recreates a missing channel device
 //! (the prolog, and the `restart-imex` rung).
 
 pub mod channel;
@@ -18,6 +19,7 @@ use crate::check::{
     Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, ALL_PROFILES,
 };
 use lemonade_config::Config;
+use std::path::PathBuf;
 
 pub use evaluate::evaluate;
 pub use gather::gather;
@@ -48,5 +50,13 @@ impl Check for Imex {
         let settings = &ctx.config.checks.imex;
         let data = gather(&ctx.root, settings)?;
         Ok(CheckOutput::findings(evaluate(&data, settings)))
+    }
+    /// What the ctl printed, so that a replay judges the node's domain
+    /// and not the replaying machine's.
+    fn snapshot_files(&self, ctx: &CheckContext) -> Vec<(PathBuf, Vec<u8>)> {
+        match gather::ctl_output(&ctx.config.checks.imex) {
+            Ok((text, _)) => vec![(PathBuf::from(gather::CTL_FILE), text.into_bytes())],
+            Err(_) => Vec::new(),
+        }
     }
 }
