@@ -140,6 +140,7 @@ mod tests {
 
     const UP_18: &str = include_str!("fixtures/ctl-n-18-up.txt");
     const UP_1: &str = include_str!("fixtures/ctl-n-1-up.txt");
+    const UP_2: &str = include_str!("fixtures/ctl-n-2-up.txt");
     const DISCONNECTED: &str = include_str!("fixtures/ctl-n-4-peer-disconnected.txt");
     const UNAVAILABLE: &str = include_str!("fixtures/ctl-n-4-peer-unavailable.txt");
 
@@ -160,6 +161,9 @@ mod tests {
         assert_eq!(s.nodes[0].address, "10.136.206.48");
         assert_eq!(s.link(0, 0), Some("C"));
         assert_eq!(s.domain_state, "UP");
+        let s = parse(UP_2).unwrap();
+        assert_eq!(s.nodes[1].address, "10.136.206.48");
+        assert_eq!((s.link(0, 1), s.link(1, 0)), (Some("C"), Some("C")));
     }
 
     #[test]
