@@ -23,6 +23,7 @@ mod fabric;
 mod gpu_checks;
 mod host;
 mod host_faults;
+mod imex;
 mod kernel_faults;
 mod lemon;
 mod load;
@@ -41,6 +42,7 @@ pub use fabric::*;
 pub use gpu_checks::*;
 pub use host::*;
 pub use host_faults::*;
+pub use imex::*;
 pub use kernel_faults::*;
 pub use lemon::*;
 pub use load::{load, load_str, ConfigError, DEFAULT_PATH, ENV_VAR};
@@ -99,6 +101,7 @@ pub struct ChecksSettings {
     pub services: ServicesSettings,
     pub firmware: FirmwareSettings,
     pub fabric: FabricSettings,
+    pub imex: ImexSettings,
     pub modules: ModulesSettings,
     pub dstate: DstateSettings,
     pub pstore: PstoreSettings,

@@ -100,6 +100,8 @@ pub enum Action {
     None,
     RestartApp,
     ResetGpu,
+    /// Restart the IMEX daemon, then check again; a reboot if that fails.
+    RestartImex,
     Reboot,
     Repair,
     Investigate,
@@ -111,6 +113,7 @@ impl Action {
             Action::None => "none",
             Action::RestartApp => "restart-app",
             Action::ResetGpu => "reset-gpu",
+            Action::RestartImex => "restart-imex",
             Action::Reboot => "reboot",
             Action::Repair => "repair",
             Action::Investigate => "investigate",

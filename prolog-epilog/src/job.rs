@@ -5,6 +5,7 @@ use crate::env::{parse_exit_code2, SlurmEnv};
 use clap::Parser;
 use healthcheck::check::Profile;
 use healthcheck::checks;
+use healthcheck::checks::imex::channel as imex_channel;
 use healthcheck::pipeline::{self, JobRecord, Request};
 use healthcheck::record::{RunOptions, Trigger};
 use healthcheck::root::NodeRoot;
@@ -145,6 +146,13 @@ fn run(
         (false, Phase::Epilog) => Trigger::Epilog,
     };
     let root = Arc::new(NodeRoot::new(&args.root));
+    if let (Ok(c), Phase::Prolog) = (&config, phase) {
+        // NVIDIA's IMEX guide: channel devices do not survive a reboot, and
+        // the prolog recreates them before the job (and the checks) look.
+        if let Some(line) = imex_channel::for_prolog(&c.checks.imex, &root, args.dry_run) {
+            eprintln!("{line}");
+        }
+    }
     let request = Request {
         store: StoreUse::for_run(true, root.is_live(), args.use_store),
         run: RunOptions {

@@ -79,7 +79,13 @@ pub fn truncate(reason: &str) -> String {
 
 /// What the remediation adds to our reason, after a space
 /// (`hc: XID_48 gpu3 human needed`): what is under way, or why a human is called.
-pub const REMARKS: &[&str] = &["reset", "reboot", "human needed", "reboot did not help"];
+pub const REMARKS: &[&str] = &[
+    "reset",
+    "restart-imex",
+    "reboot",
+    "human needed",
+    "reboot did not help",
+];
 
 /// One cause a health-check reason names: a finding's code and entity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@ pub mod fabric;
 pub mod firmware;
 pub mod gpu;
 pub mod ib;
+pub mod imex;
 pub mod memory;
 pub mod modules;
 pub mod mounts;
@@ -38,6 +39,7 @@ pub fn all() -> Vec<Arc<dyn Check>> {
     ];
     checks.extend(gpu::checks());
     checks.push(Arc::new(fabric::Fabric));
+    checks.push(Arc::new(imex::Imex));
     checks.push(Arc::new(versions::Versions));
     checks
 }

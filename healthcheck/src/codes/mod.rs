@@ -12,11 +12,13 @@
 //! * [`gpu`]: the NVML checks (`gpu`, `ecc`, `nvlink`, `gpu-pcie`, `clocks`,
 //!   `gpu-procs`) and the NVSwitch `fabric` check.
 //! * [`host`]: the host checks read from sysfs and procfs.
+//! * [`imex`]: the `imex` check (multi-node NVLink domains).
 //! * [`kernel`]: the `xid` check's pass over the kernel log.
 //! * [`run`]: what the run itself reports (timeouts, config, store, Slurm).
 
 mod gpu;
 mod host;
+mod imex;
 mod kernel;
 mod run;
 
@@ -128,6 +130,9 @@ pub(crate) const fn exact(
 pub fn rung_of(action: Action) -> &'static str {
     match action {
         Action::ResetGpu => "reset-gpu (then reboot if the check still fails)",
+        Action::RestartImex => {
+            "restart-imex (recreate the channel, restart the daemon, check again; then reboot)"
+        }
         Action::Reboot => "reboot (`scontrol reboot ASAP`, checked after)",
         Action::None | Action::RestartApp => "none (resumed once clean)",
         Action::Repair | Action::Investigate => "none (human)",
@@ -140,6 +145,7 @@ pub fn all() -> impl Iterator<Item = &'static CodeEntry> {
         .iter()
         .chain(gpu::ENTRIES)
         .chain(host::ENTRIES)
+        .chain(imex::ENTRIES)
         .chain(run::ENTRIES)
 }
 

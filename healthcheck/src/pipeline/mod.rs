@@ -188,6 +188,7 @@ fn after_checks(
     let mut policy = policy::apply(config, report, request.dry_run, session);
     let repaired = repair::apply(
         config,
+        &request.run.root,
         report,
         &policy,
         request.dry_run,

@@ -6,6 +6,10 @@
 //!   again in a fresh process (NVML handles do not survive a reset). Clean:
 //!   the node is resumed, and the XIDs of the reset GPUs are history. Not
 //!   clean: a reboot.
+//! * `restart-imex`: for a node out for IMEX findings alone, once it has no
+//!   running job: the missing channel device recreated, the IMEX daemon
+//!   restarted, the checks again (see [`imex`]). Clean: resumed. Not clean:
+//!   a reboot.
 //! * `reboot`: `scontrol reboot ASAP nextstate=DOWN reason="hc: CODE entity
 //!   reboot"`. Slurm waits for the node's jobs, reboots it and keeps it DOWN:
 //!   the health check that slurmd runs at start comes *before* the node
@@ -26,6 +30,7 @@
 
 pub mod breaker;
 mod gate;
+pub mod imex;
 pub mod plan;
 
 use crate::checks::gpu::recovery::RECOVERY_ACTION_UNAVAILABLE;
@@ -33,6 +38,7 @@ use crate::checks::xid::evaluate::{forget_before_reset, XidState};
 use crate::policy::memory::{Memory, Ours, PendingReboot};
 use crate::policy::{confirm, slurm, PolicyResult};
 use crate::record::{RunReport, Trigger};
+use crate::root::NodeRoot;
 use crate::session::NodeSession;
 use crate::state_change::{ChangeOutcome, StateChange};
 use lemonade_config::Config;
@@ -55,9 +61,11 @@ pub struct RepairResult {
 
 /// Runs the remediation after the policy of a periodic run. Returns the
 /// changes and messages it adds (the pipeline tells the hooks and exports
-/// them with the policy's).
+/// them with the policy's). `root` is the node's file system, where the
+/// IMEX rung recreates a channel device.
 pub fn apply(
     config: &Config,
+    root: &NodeRoot,
     report: &RunReport,
     policy: &PolicyResult,
     dry_run: bool,
@@ -102,7 +110,7 @@ pub fn apply(
         Some(ours) if memory.repairs.reboot.is_some() => {
             after_reboot(&mut ctx, &ours, policy, &mut memory)
         }
-        Some(ours) => remediate(&mut ctx, &ours, recheck, &mut memory),
+        Some(ours) => remediate(&mut ctx, root, &ours, recheck, &mut memory),
     }
     let _ = node_jobs::save_policy_state(store.connection(), &path, &memory.to_json());
     for change in &ctx.result.changes {
@@ -210,7 +218,13 @@ impl RepairCtx<'_> {
     }
 }
 
-fn remediate(ctx: &mut RepairCtx, ours: &Ours, recheck: &[String], memory: &mut Memory) {
+fn remediate(
+    ctx: &mut RepairCtx,
+    root: &NodeRoot,
+    ours: &Ours,
+    recheck: &[String],
+    memory: &mut Memory,
+) {
     let step = plan::next_step(ours, &memory.repairs, &ctx.config.remediation, false);
     if step == Step::Nothing {
         return;
@@ -231,13 +245,16 @@ fn remediate(ctx: &mut RepairCtx, ours: &Ours, recheck: &[String], memory: &mut 
             if !may_start(ctx, ours) {
                 return;
             }
-            if reset(ctx, ours, down, &gpus, recheck, memory) != ResetEnd::Escalate {
+            if reset(ctx, ours, down, &gpus, recheck, memory) == ResetEnd::Escalate {
+                next_rung(ctx, ours, down, memory);
+            }
+        }
+        Step::RestartImex => {
+            if !may_start(ctx, ours) {
                 return;
             }
-            // The next rung, unless the ladder ends here.
-            match plan::next_step(ours, &memory.repairs, &ctx.config.remediation, true) {
-                Step::HandOver(why) => hand_over(ctx, ours, down, &why, memory),
-                _ => reboot(ctx, ours, memory),
+            if imex::restart(ctx, root, ours, down, recheck, memory) == ResetEnd::Escalate {
+                next_rung(ctx, ours, down, memory);
             }
         }
         Step::Reboot => {
@@ -245,6 +262,14 @@ fn remediate(ctx: &mut RepairCtx, ours: &Ours, recheck: &[String], memory: &mut 
                 reboot(ctx, ours, memory);
             }
         }
+    }
+}
+
+/// After a light rung that did not help: the reboot, unless the ladder ends here.
+fn next_rung(ctx: &mut RepairCtx, ours: &Ours, down: bool, memory: &mut Memory) {
+    match plan::next_step(ours, &memory.repairs, &ctx.config.remediation, true) {
+        Step::HandOver(why) => hand_over(ctx, ours, down, &why, memory),
+        _ => reboot(ctx, ours, memory),
     }
 }
 
@@ -357,7 +382,16 @@ fn reset(
     }
     let left = timeout.min(time_left(ctx.report));
     let recheck = checks_again(ours, recheck, left);
-    resume_if_clean(ctx, ours, &marked, gpus, &done, recheck, memory)
+    resume_if_clean(
+        ctx,
+        "reset-gpu",
+        ours,
+        &marked,
+        gpus,
+        &done,
+        recheck,
+        memory,
+    )
 }
 
 /// Runs the reset command for each GPU in turn (prints it in dry-run).
@@ -400,10 +434,12 @@ fn reset_each(
     Ok(done)
 }
 
-/// After the resets (`done`): the node is resumed, and the reset GPUs'
-/// XIDs forgotten, only when the checks again are clean.
+/// After a rung's `action` (`done`: what it did): the node is resumed, and
+/// the reset GPUs' XIDs forgotten, only when the checks again are clean.
+#[allow(clippy::too_many_arguments)]
 fn resume_if_clean(
     ctx: &mut RepairCtx,
+    action: &str,
     ours: &Ours,
     marked: &str,
     gpus: &[GpuReset],
@@ -421,11 +457,11 @@ fn resume_if_clean(
     };
     if let Some((why, end)) = why {
         let detail = format!("{}; {why}", done.join(", "));
-        ctx.change("reset-gpu", marked, ours, ChangeOutcome::Failed, detail);
+        ctx.change(action, marked, ours, ChangeOutcome::Failed, detail);
         return end;
     }
     let detail = format!("{}; the checks are clean", done.join(", "));
-    ctx.change("reset-gpu", marked, ours, ChangeOutcome::Applied, detail);
+    ctx.change(action, marked, ours, ChangeOutcome::Applied, detail);
     let command = StateCommand::resume(ctx.node());
     if ctx.write("resume", &ours.reason, ours, &command) {
         ctx.forget.extend(gpus.iter().filter_map(|g| g.pci.clone()));

@@ -56,6 +56,8 @@ pub enum Step {
     /// Nothing: no cause asks for a repair, or a human has it already.
     Nothing,
     Reset(Vec<GpuReset>),
+    /// Recreate the IMEX channel, restart the IMEX daemon, check again.
+    RestartImex,
     Reboot,
     HandOver(HandOver),
 }
@@ -83,7 +85,12 @@ pub fn next_step(
     let repairable: Vec<&Cause> = ours
         .causes
         .iter()
-        .filter(|c| matches!(c.action, Action::ResetGpu | Action::Reboot))
+        .filter(|c| {
+            matches!(
+                c.action,
+                Action::ResetGpu | Action::RestartImex | Action::Reboot
+            )
+        })
         .collect();
     if repairable.is_empty() {
         return Step::Nothing;
@@ -94,6 +101,15 @@ pub fn next_step(
             tried,
             window_days: settings.window_days,
         });
+    }
+    // IMEX alone: the light rung first. Beside a GPU or node fault, or
+    // after a restart that did not help, the reboot restarts IMEX too.
+    if repairable.iter().all(|c| c.action == Action::RestartImex) {
+        return if reset_failed {
+            Step::Reboot
+        } else {
+            Step::RestartImex
+        };
     }
     let resets: Option<Vec<GpuReset>> = repairable
         .iter()
@@ -181,6 +197,31 @@ mod tests {
             Step::Reboot
         );
         let o = ours(&[("node", Action::ResetGpu)]);
+        assert_eq!(
+            next_step(&o, &Repairs::default(), &settings(), false),
+            Step::Reboot
+        );
+    }
+
+    #[test]
+    fn imex_causes_restart_imex_first_and_a_restart_that_did_not_help_reboots() {
+        let o = ours(&[
+            ("nvidia-imex", Action::RestartImex),
+            ("imex-peer3", Action::RestartImex),
+        ]);
+        assert_eq!(
+            next_step(&o, &Repairs::default(), &settings(), false),
+            Step::RestartImex
+        );
+        assert_eq!(
+            next_step(&o, &Repairs::default(), &settings(), true),
+            Step::Reboot
+        );
+        // Beside a GPU that needs a reset, the reboot does both.
+        let o = ours(&[
+            ("nvidia-imex", Action::RestartImex),
+            ("gpu1", Action::ResetGpu),
+        ]);
         assert_eq!(
             next_step(&o, &Repairs::default(), &settings(), false),
             Step::Reboot

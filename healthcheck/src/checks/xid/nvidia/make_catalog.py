@@ -83,6 +83,9 @@ JUDGED = {
     119: ("Down", "ResetGpu", "GSP RPC timeout",
           "NVIDIA: reset GPU; the GPU stops answering, so down"),
     120: ("Down", "ResetGpu", "GSP error", "NVIDIA: reset GPU; GSP lost, so down"),
+    121: ("Warning", "Investigate", "Grace C2C (CPU-GPU chip-to-chip) link error",
+          "NVIDIA: ignore, then contact support; on Grace-Hopper and Grace-Blackwell "
+          "the C2C link carries all CPU-GPU traffic, so a warning keeps it seen"),
     136: ("Down", "ResetGpu", "link training failure", "NVIDIA: reset GPU; link down, so down"),
     140: ("Down", "ResetGpu", "unrecoverable ECC error",
           "NVIDIA: reset GPU; uncorrectable, so down"),
