@@ -117,8 +117,8 @@ fn each_recovery_action_gives_its_code_severity_and_rung_on_its_gpu_only() {
             5,
             "RECOVERY_IMEX_DOMAIN",
             Severity::Drain,
-            Action::None,
-            "none (resumed",
+            Action::RestartImex,
+            "restart-imex",
         ),
         (
             6,

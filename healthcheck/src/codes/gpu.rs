@@ -4,7 +4,9 @@ use super::{exact, CodeEntry};
 use crate::checks::fabric::{self, evaluate as fm};
 use crate::checks::gpu::{clocks, ecc, nvlink, pcie, presence as gpu, procs, recovery, session};
 use crate::checks::pcie::WIDTH_DEGRADED;
-use lemonade_config::Action::{Investigate, None as NoAction, Reboot, Repair, ResetGpu};
+use lemonade_config::Action::{
+    Investigate, None as NoAction, Reboot, Repair, ResetGpu, RestartImex,
+};
 use lemonade_config::Severity::{Down, Drain, Unknown, Warning};
 
 /// Findings about NVML access come from whichever NVML check met the failure.
@@ -153,9 +155,10 @@ pub(super) static ENTRIES: &[CodeEntry] = &[
         gpu::NAME,
         recovery::RECOVERY_IMEX_DOMAIN,
         &[Drain],
-        NoAction,
+        RestartImex,
         "the driver's recovery action is RECOVER_IMEX_DOMAIN (value 5, R595 on): the node's \
-         IMEX domain needs recovering; drained, nothing restarted here (the IMEX rung's)",
+         IMEX domain needs recovering; drained, the IMEX daemon restarted once no job runs, \
+         and the action read again",
         "none",
     ),
     exact(

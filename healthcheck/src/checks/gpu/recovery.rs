@@ -26,7 +26,7 @@ pub const RECOVERY_GPU_RESET: &str = "RECOVERY_GPU_RESET";
 pub const RECOVERY_NODE_REBOOT: &str = "RECOVERY_NODE_REBOOT";
 pub const RECOVERY_DRAIN_P2P: &str = "RECOVERY_DRAIN_P2P";
 pub const RECOVERY_DRAIN_AND_RESET: &str = "RECOVERY_DRAIN_AND_RESET";
-/// The IMEX rung (IMEX checks) acts on this code; here it only drains.
+/// The IMEX rung (`restart-imex`) repairs it, then reads the action again.
 pub const RECOVERY_IMEX_DOMAIN: &str = "RECOVERY_IMEX_DOMAIN";
 pub const RECOVERY_ACTION_UNRECOGNISED: &str = "RECOVERY_ACTION_UNRECOGNISED";
 pub const RECOVERY_ACTION_UNAVAILABLE: &str = "RECOVERY_ACTION_UNAVAILABLE";
@@ -147,8 +147,8 @@ pub fn read(nvml: &Nvml, device: &Device<'_>) -> Result<Reading, Failure> {
 
 /// Whether a node taken out only for `code` is resumed by the policy once
 /// clean runs read the action gone: DRAIN_P2P asks to be asked again, not
-/// for a repair, so no rung will ever resume it. (The IMEX rung decides for
-/// RECOVERY_IMEX_DOMAIN.)
+/// for a repair, so no rung will ever resume it. (The IMEX rung resumes a
+/// node out for RECOVERY_IMEX_DOMAIN.)
 pub fn resumes_once_clear(code: &str) -> bool {
     code == RECOVERY_DRAIN_P2P
 }
@@ -185,10 +185,11 @@ fn verdict(action: RecoveryAction) -> Option<(&'static str, Severity, Action, St
             Action::None,
             "the driver asks to drain peer-to-peer traffic, then to be asked again".into(),
         ),
+        // The IMEX rung: restart the daemon, then read the action again.
         RecoveryAction::RecoverImexDomain => (
             RECOVERY_IMEX_DOMAIN,
             Severity::Drain,
-            Action::None,
+            Action::RestartImex,
             "the driver asks to recover the IMEX domain".into(),
         ),
         RecoveryAction::Other(n) => (
@@ -257,7 +258,12 @@ mod tests {
                 Severity::Drain,
                 Action::ResetGpu,
             ),
-            (5, RECOVERY_IMEX_DOMAIN, Severity::Drain, Action::None),
+            (
+                5,
+                RECOVERY_IMEX_DOMAIN,
+                Severity::Drain,
+                Action::RestartImex,
+            ),
         ];
         for (raw, code, severity, action) in want {
             assert_eq!(
