@@ -6,6 +6,15 @@
 //! recorded with the node-state policy (a healthy run calls no Slurm) and the
 //! spool export. The kernel log cursor is current, as after the first run.
 //!
+//! Then the same suite as a GB200 NVL72 compute tray runs it (issue 50): the
+//! fake NVML of an R580 driver (fabric info v3, the recovery action read per
+//! GPU), no fabric manager, and the `imex` check against a fake
+//! `nvidia-imex-ctl` printing the published 18-tray domain, with the daemon
+//! in `/proc` and the channel device made as the prolog makes it (this part
+//! needs CAP_MKNOD; without it, it says so and is skipped). The host is the
+//! same 8-GPU fixture, so the NVML reads are twice a real tray's 4: an
+//! upper bound.
+//!
 //! Prints the wall time of the process, recorded and with `--no-record`, and
 //! the run's own `duration_ms` (the checks, without process start and exit),
 //! with the load average before and after: figures from a loaded machine are
@@ -21,6 +30,7 @@ use std::process::Command;
 use std::time::Duration;
 
 const NODE: &str = "dgx001";
+const CHANNEL: &str = "/dev/nvidia-caps-imex-channels/channel0";
 const RUNS: usize = 50;
 /// Issue 34: the full suite on the DGX-like fixture within 15 ms.
 const LIMIT: Duration = Duration::from_millis(15);
@@ -41,20 +51,51 @@ fn main() {
     fixture::compose("healthy", &root).expect("compose the fixture node");
     // Probe every mount in a child as on a node, not the recorded results.
     std::fs::remove_file(root.join(".lemonade/statfs.json")).expect("recorded statfs results");
-    add_fabric_manager(&root);
-    let config = write_config(dir.path());
     let _kept;
     if std::env::var_os("LEMONADE_BENCH_KEEP").is_some() {
         _kept = dir.keep();
         println!("keeping {} (LEMONADE_BENCH_KEEP)", _kept.display());
     }
+    let mut dgx = root.clone().into_os_string();
+    dgx.push("-dgx");
+    let dgx = PathBuf::from(dgx);
+    copy_tree(&root, &dgx);
+    add_fabric_manager(&dgx);
+    let config = write_config(
+        dgx.parent().unwrap(),
+        "dgx",
+        "[checks.fabric]\nnvswitch = true\n",
+    );
     let scenario = fake_nvml::scenario(fake_nvml::HEALTHY);
+    measure("DGX-like node", &bin, &dgx, &config, &scenario);
+
+    let tray = root;
+    match gb200_tray(&tray) {
+        Ok(extra) => {
+            let config = write_config(tray.parent().unwrap(), "gb200", &extra);
+            // The host's 8 GPUs (their bus ids), as an R580 GB200 answers.
+            let scenario = fake_nvml::derive(
+                tray.parent().unwrap(),
+                "gb200-bench",
+                fake_nvml::HEALTHY,
+                r#""driver_version": "580.82.07", "driver_branch": "R580",
+                "defaults": {"name": "NVIDIA GB200", "fabric_health_mask": 426}"#,
+            );
+            measure("GB200-like tray", &bin, &tray, &config, &scenario);
+        }
+        Err(e) => println!("GB200-like tray skipped: {e}"),
+    }
+}
+
+/// The suite on one node: recorded with the policy, then `--no-record`,
+/// then the run's own `duration_ms`.
+fn measure(label: &str, bin: &Path, root: &Path, config: &Path, scenario: &Path) {
     let run = |record: bool| {
-        let mut cmd = Command::new(&bin);
+        let mut cmd = Command::new(bin);
         cmd.arg("--config")
-            .arg(&config)
+            .arg(config)
             .arg("--root")
-            .arg(&root)
+            .arg(root)
             .args([
                 "--use-store",
                 "--node",
@@ -64,7 +105,7 @@ fn main() {
                 "periodic",
             ])
             .env("LD_LIBRARY_PATH", fake_nvml::library_dir())
-            .env(fake_nvml::SCENARIO_ENV, &scenario);
+            .env(fake_nvml::SCENARIO_ENV, scenario);
         if record {
             cmd.arg("--apply-policy");
         } else {
@@ -72,32 +113,12 @@ fn main() {
         }
         cmd
     };
-
     let first = run_json(run(true));
-    let checks = first["checks"].as_array().map_or(0, Vec::len);
-    let names: Vec<&str> = first["checks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
-    let faults: Vec<String> = first["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f["severity"] != "ok")
-        .map(|f| format!("{} {} {}", f["check"], f["entity"], f["code"]))
-        .collect();
-    assert!(
-        faults.is_empty(),
-        "the fixture node must be all ok: {faults:?}"
-    );
-    println!("{checks} checks: {}", names.join(","));
+    print_checks(label, &first);
     let load_before = load_average();
-
     let (recorded, recorded_cpu) = repeat_cpu(RUNS, || run(true));
     report(
-        "periodic suite, DGX-like node, recorded + policy",
+        &format!("periodic suite, {label}, recorded + policy"),
         &recorded,
         Some(LIMIT),
     );
@@ -133,6 +154,25 @@ fn main() {
     );
 }
 
+/// Prints the checks of a first run, which must find the node all ok.
+fn print_checks(label: &str, first: &serde_json::Value) {
+    let names: Vec<&str> = first["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let faults: Vec<String> = first["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["severity"] != "ok")
+        .map(|f| format!("{} {} {}", f["check"], f["entity"], f["code"]))
+        .collect();
+    assert!(faults.is_empty(), "the {label} must be all ok: {faults:?}");
+    println!("{label}: {} checks: {}", names.len(), names.join(","));
+}
+
 /// Runs `cmd` with `--format json` and returns its report.
 fn run_json(mut cmd: Command) -> serde_json::Value {
     let out = cmd
@@ -165,15 +205,74 @@ fn add_fabric_manager(root: &Path) {
 }
 
 /// The fixture's config with the store and spool in the temporary
-/// directory, the fabric pinned on, and no Slurm to call.
-fn write_config(dir: &Path) -> PathBuf {
+/// directory, no Slurm to call, and `extra` (the node kind's sections).
+fn write_config(dir: &Path, kind: &str, extra: &str) -> PathBuf {
     let mut text = std::fs::read_to_string(fixture::node_config()).unwrap();
+    if kind == "gb200" {
+        text = text.replace("550.90.07", "580.82.07");
+    }
+    let d = dir.join(kind);
+    std::fs::create_dir_all(&d).unwrap();
     text.push_str(&format!(
         "\n[store]\npath = \"{d}/node.db\"\n\n[spool]\ndir = \"{d}/spool\"\n\n\
-         [slurm]\nbin_dir = \"/nonexistent/slurm\"\n\n[checks.fabric]\nnvswitch = true\n",
-        d = dir.display()
+         [slurm]\nbin_dir = \"/nonexistent/slurm\"\n\n{extra}",
+        d = d.display()
     ));
-    let path = dir.join("lemonade.toml");
+    let path = d.join("lemonade.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// An NVL72 compute tray on the fixture host: the IMEX daemon as pid 3141,
+/// the channel driver in `/proc/devices` and its device made, and a fake
+/// `nvidia-imex-ctl` printing the published 18-tray domain in which this
+/// tray is node #1. Returns the config sections that go with it.
+fn gb200_tray(root: &Path) -> Result<String, String> {
+    let write = |path: &str, text: &str| {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("proc/3141/comm", "nvidia-imex\n");
+    write(
+        "proc/3141/stat",
+        "3141 (nvidia-imex) S 1 3141 3141 0 -1 4194560 2313 0 0 0 12 9 0 0 20 0 1 0 1843 12648448 1093 18446744073709551615 1 1 0 0 0 0 0 4096 16899 0 0 0 17 3 0 0 0 0 0\n",
+    );
+    write(
+        "proc/devices",
+        "Character devices:\n195 nvidia\n234 nvidia-caps-imex-channels\n\nBlock devices:\n",
+    );
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../healthcheck/src/checks/imex/fixtures/ctl-n-18-up.txt");
+    let ctl = root.join("usr/bin/nvidia-imex-ctl");
+    write(
+        "usr/bin/nvidia-imex-ctl",
+        &format!("#!/bin/sh\nexec cat '{}'\n", sample.display()),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let node = healthcheck::root::NodeRoot::new(root);
+    healthcheck::checks::imex::channel::ensure(&node, CHANNEL, false)
+        .map_err(|e| format!("cannot make the IMEX channel device here: {e}"))?;
+    Ok(format!(
+        "[checks.fabric]\nfabric_manager = \"off\"\n\n[checks.imex]\nenabled = true\n\
+         ctl = \"{}\"\naddress = \"172.31.48.98\"\n",
+        ctl.display()
+    ))
+}
+
+/// `from`'s tree copied to `to` (the fixture node, for a second kind).
+fn copy_tree(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
 }
