@@ -5,8 +5,9 @@
 //! An *incident* begins when our health check takes a node out (`drain` or
 //! `down`, applied, with an `hc:` reason) and ends when the node is resumed.
 //! Its category is that of its first reason code (`XID_79` is `xid`). Within
-//! it, the node may be reset (`reset-gpu`), rebooted (`reboot`) or handed
-//! over to a human (`hand-over`). An incident that began before the range
+//! it, the node may be reset (`reset-gpu`), have a daemon restarted
+//! (`restart-imex`), be rebooted (`reboot`) or be handed over to a human
+//! (`hand-over`). An incident that began before the range
 //! still counts its remediations and its return, but has no time out of
 //! service. Incidents still open at the range's end did not return.
 
@@ -53,6 +54,8 @@ pub struct RemediationRow {
     pub incidents: u64,
     /// GPU resets tried (applied or failed).
     pub resets: u64,
+    /// Daemon restarts tried (`restart-imex`, applied or failed).
+    pub restarts: u64,
     pub reboots: u64,
     pub hand_overs: u64,
     /// Incidents with at least one reset or reboot.
@@ -95,6 +98,7 @@ struct Incident {
     category: String,
     start: Option<DateTime<Utc>>,
     resets: u64,
+    restarts: u64,
     reboots: u64,
     hand_overs: u64,
     returned_after: Option<f64>,
@@ -151,9 +155,11 @@ pub fn summarize(
 fn node_incidents(changes: &[&StateChangeRecord]) -> Vec<Incident> {
     let mut out = Vec::new();
     let mut open: Option<Incident> = None;
-    // A reset that did not help was still tried; anything else counts when applied.
+    // A reset or restart that did not help was still tried; anything else
+    // counts when applied.
     let happened = |c: &&&StateChangeRecord| {
-        c.outcome == "applied" || (c.action == "reset-gpu" && c.outcome == "failed")
+        c.outcome == "applied"
+            || (matches!(c.action.as_str(), "reset-gpu" | "restart-imex") && c.outcome == "failed")
     };
     for c in changes.iter().filter(happened) {
         let ours = reason::parse(&c.reason).owner == ReasonOwner::HealthCheck;
@@ -165,13 +171,14 @@ fn node_incidents(changes: &[&StateChangeRecord]) -> Vec<Incident> {
                     ..Incident::default()
                 });
             }
-            "reset-gpu" | "reboot" | "hand-over" => {
+            "reset-gpu" | "restart-imex" | "reboot" | "hand-over" => {
                 let i = open.get_or_insert_with(|| Incident {
                     category: category_of_reason(&c.reason),
                     ..Incident::default()
                 });
                 match c.action.as_str() {
                     "reset-gpu" => i.resets += 1,
+                    "restart-imex" => i.restarts += 1,
                     "reboot" => i.reboots += 1,
                     _ => i.hand_overs += 1,
                 }
@@ -198,7 +205,7 @@ fn category_of_reason(text: &str) -> String {
 fn row(category: &str, incidents: &[&Incident]) -> RemediationRow {
     let remediated: Vec<&&Incident> = incidents
         .iter()
-        .filter(|i| i.resets + i.reboots > 0)
+        .filter(|i| i.resets + i.restarts + i.reboots > 0)
         .collect();
     let remediated_returned = remediated
         .iter()
@@ -209,6 +216,7 @@ fn row(category: &str, incidents: &[&Incident]) -> RemediationRow {
         category: category.to_string(),
         incidents: incidents.len() as u64,
         resets: incidents.iter().map(|i| i.resets).sum(),
+        restarts: incidents.iter().map(|i| i.restarts).sum(),
         reboots: incidents.iter().map(|i| i.reboots).sum(),
         hand_overs: incidents.iter().map(|i| i.hand_overs).sum(),
         remediated: remediated.len() as u64,
@@ -246,6 +254,28 @@ mod tests {
             (c.action.as_str(), c.outcome.as_str()),
             ("reset-gpu", "failed")
         );
+    }
+
+    #[test]
+    fn an_imex_daemon_restart_is_a_remediation_of_its_own() {
+        let changes = vec![
+            change("n1", 1_000, "drain (applied)", "hc: IMEX_DOWN nvidia-imex"),
+            change(
+                "n1",
+                1_100,
+                "restart-imex (applied)",
+                "hc: IMEX_DOWN nvidia-imex restart-imex",
+            ),
+            change("n1", 1_200, "resume (applied)", "hc: IMEX_DOWN nvidia-imex"),
+        ];
+        let s = summarize(&changes, range(), 100);
+        let imex = &s.by_category[0];
+        assert_eq!(imex.category, "imex");
+        assert_eq!(
+            (imex.restarts, imex.resets, imex.reboots, imex.remediated),
+            (1, 0, 0, 1)
+        );
+        assert_eq!(imex.remediated_returned, 1);
     }
 
     #[test]

@@ -159,12 +159,13 @@ pub(crate) fn exposure_text(e: &super::Exposure) -> String {
 }
 
 /// One row of the incidents table, as cells: category, incidents, resets,
-/// reboots, hand-overs, remediated, returned share, median time out.
-pub(crate) fn remediation_cells(row: &RemediationRow) -> [String; 8] {
+/// restarts, reboots, hand-overs, remediated, returned share, median time out.
+pub(crate) fn remediation_cells(row: &RemediationRow) -> [String; 9] {
     [
         row.category.clone(),
         row.incidents.to_string(),
         row.resets.to_string(),
+        row.restarts.to_string(),
         row.reboots.to_string(),
         row.hand_overs.to_string(),
         row.remediated.to_string(),

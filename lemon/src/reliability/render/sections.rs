@@ -386,6 +386,7 @@ fn remediation(r: &ReliabilityReport) -> Section<'_> {
         .left("category", 12)
         .right("incidents", 9)
         .right("resets", 7)
+        .right("restarts", 8)
         .right("reboots", 8)
         .right("hand-overs", 11)
         .right("remediated", 11)
