@@ -19,11 +19,14 @@
 //!   faulty machines, and the scorer of `lemon watch`'s calls.
 //! * [`independent_traces`]: the same kind of traces written without reading
 //!   the detector (issue 45), with confounders, and its scorer.
+//! * [`heldout_traces`]: a third generator of such traces, held out from
+//!   the detector's tuning (issue 45), with its own model of jobs and faults.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod cluster;
 pub mod fake_nvml;
 pub mod fixture;
+pub mod heldout_traces;
 pub mod history;
 pub mod independent_history;
 pub mod independent_traces;
