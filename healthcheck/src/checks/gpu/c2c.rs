@@ -97,19 +97,22 @@ pub fn read(nvml: &Nvml, device: &Device<'_>) -> Result<Reading, Failure> {
     let Ok(get) = nvml.lib().nvmlDeviceGetFieldValues.as_ref() else {
         return Ok(Reading::NoC2c);
     };
-    let ask = |values: &mut [nvmlFieldValue_t]| -> Result<Result<(), String>, Failure> {
+    let ask = |values: &mut [nvmlFieldValue_t]| -> Result<Result<(), Failure>, Failure> {
         // SAFETY: the handle is live while `device` borrows `nvml`; NVML
         // writes exactly `values.len()` values.
         let status = unsafe { get(device.handle(), values.len() as i32, values.as_mut_ptr()) };
         match nvml_try(status).map_err(Failure::from) {
             Ok(()) => Ok(Ok(())),
             Err(f @ (Failure::Lost | Failure::ResetRequired)) => Err(f),
-            Err(other) => Ok(Err(other.to_string())),
+            Err(other) => Ok(Err(other)),
         }
     };
     let mut count = [request(NVML_FI_DEV_C2C_LINK_COUNT, 0)];
-    if let Err(why) = ask(&mut count)? {
-        return Ok(Reading::Unavailable(why));
+    match ask(&mut count)? {
+        Ok(()) => {}
+        // A driver without field values has no C2C fields either.
+        Err(Failure::NotSupported) => return Ok(Reading::NoC2c),
+        Err(why) => return Ok(Reading::Unavailable(why.to_string())),
     }
     let links = match value_of(&count[0]) {
         Value::Read(0) | Value::NotSupported => return Ok(Reading::NoC2c),
@@ -130,7 +133,7 @@ pub fn read(nvml: &Nvml, device: &Device<'_>) -> Result<Reading, Failure> {
             .map(|(v, link)| {
                 let value = |i: usize| match &answered {
                     Ok(()) => value_of(&v[i]),
-                    Err(why) => Value::Failed(why.clone()),
+                    Err(why) => Value::Failed(why.to_string()),
                 };
                 LinkReading {
                     link,
