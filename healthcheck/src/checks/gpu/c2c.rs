@@ -192,31 +192,8 @@ pub fn evaluate(
     let mut grown = Vec::new();
     let mut kept = Counters::new();
     for l in links {
-        match &l.status {
-            Value::Read(1) => {}
-            Value::Read(s) => down.push(format!("link {} status {s}", l.link)),
-            Value::NotSupported => unread.push(format!("link {} status: not supported", l.link)),
-            Value::Failed(why) => unread.push(format!("link {} status: {why}", l.link)),
-        }
         let old = previous.and_then(|p| p.get(&l.link));
-        let mut now = [None; 3];
-        for (i, ((_, name), value)) in COUNTERS.iter().zip(&l.counters).enumerate() {
-            let was = old.and_then(|o| o[i]);
-            now[i] = match value {
-                Value::Read(n) => {
-                    let growth = was.map_or(0, |w| counters::growth(Some(w), *n));
-                    if growth > 0 {
-                        grown.push(format!("link {} {name} +{growth}", l.link));
-                    }
-                    Some(*n)
-                }
-                Value::NotSupported => None,
-                Value::Failed(why) => {
-                    unread.push(format!("link {} {name} counter: {why}", l.link));
-                    was
-                }
-            };
-        }
+        let now = judge_link(l, old, &mut down, &mut grown, &mut unread);
         kept.insert(l.link, now);
     }
     if !down.is_empty() {
@@ -249,6 +226,43 @@ pub fn evaluate(
         findings.push(unavailable(check, id, &unread.join(", ")));
     }
     (findings, Some(kept))
+}
+
+/// One link's status and counters into the words of the findings; the
+/// counters to keep (the old one where a read failed, so the next run still
+/// sees growth).
+fn judge_link(
+    l: &LinkReading,
+    old: Option<&[Option<u64>; 3]>,
+    down: &mut Vec<String>,
+    grown: &mut Vec<String>,
+    unread: &mut Vec<String>,
+) -> [Option<u64>; 3] {
+    match &l.status {
+        Value::Read(1) => {}
+        Value::Read(s) => down.push(format!("link {} status {s}", l.link)),
+        Value::NotSupported => unread.push(format!("link {} status: not supported", l.link)),
+        Value::Failed(why) => unread.push(format!("link {} status: {why}", l.link)),
+    }
+    let mut now = [None; 3];
+    for (i, ((_, name), value)) in COUNTERS.iter().zip(&l.counters).enumerate() {
+        let was = old.and_then(|o| o[i]);
+        now[i] = match value {
+            Value::Read(n) => {
+                let growth = was.map_or(0, |w| counters::growth(Some(w), *n));
+                if growth > 0 {
+                    grown.push(format!("link {} {name} +{growth}", l.link));
+                }
+                Some(*n)
+            }
+            Value::NotSupported => None,
+            Value::Failed(why) => {
+                unread.push(format!("link {} {name} counter: {why}", l.link));
+                was
+            }
+        };
+    }
+    now
 }
 
 fn unavailable(check: &str, id: &GpuId, why: &str) -> Finding {
