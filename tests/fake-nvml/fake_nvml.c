@@ -996,7 +996,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, int counter, uns
 }
 
 /* nvmlFieldValue_t, as nvml-wrapper-sys lays it out; the value a union of
- * 8 bytes. Only NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (138) is answered:
+ * 8 bytes. Answered: the recovery action (230) and the C2C fields (below),
+ * and NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (138):
  * `nvlink_tx_kib` plus `nvlink_tx_kibps` for every second since nvmlInit,
  * a counter that grows as a busy link's does (an unsigned long long, type
  * 3). Other fields answer NOT_SUPPORTED in their own nvmlReturn. */
@@ -1024,6 +1025,46 @@ static void recovery_field(int gpu, nvmlFieldValue_t *v) {
     v->nvmlReturn = NVML_SUCCESS;
 }
 
+/* The Grace C2C fields (nvml.h, NVML_FI_DEV_C2C_LINK_*): 170 the link
+ * count (`c2c_link_count`), per link (scopeId) 171 the status
+ * (`c2c_link_status`, 1 active, 0 inactive) and the error counters 231
+ * `c2c_error_intr` (CRC), 232 `c2c_error_replay`, 233 `c2c_error_replay_b2b`.
+ * A link's own key `<key>.<link>` wins over `<key>`; a number, or an error's
+ * name for the value's own return code; absent: NOT_SUPPORTED (no C2C).
+ * The count and status are unsigned ints (type 1), the counters unsigned
+ * long longs (type 3). */
+static void c2c_field(int gpu, nvmlFieldValue_t *v) {
+    const char *key;
+    switch (v->fieldId) {
+    case 170: key = "c2c_link_count"; break;
+    case 171: key = "c2c_link_status"; break;
+    case 231: key = "c2c_error_intr"; break;
+    case 232: key = "c2c_error_replay"; break;
+    case 233: key = "c2c_error_replay_b2b"; break;
+    default: return;
+    }
+    char path[96];
+    const struct entry *e = NULL;
+    snprintf(path, sizeof path, "%s.%u", key, v->scopeId);
+    if (v->fieldId != 170) e = gpu_find(gpu, path);
+    if (!e) e = gpu_find(gpu, key);
+    if (e && !e->value) {
+        /* The GPU names other links only: the default answers this one. */
+        snprintf(path, sizeof path, "defaults.%s", key);
+        e = find(path);
+    }
+    if (!e || !e->value) return;
+    char *end;
+    unsigned long long n = strtoull(e->value, &end, 0);
+    if (*end != '\0' || end == e->value) {
+        v->nvmlReturn = code_of(e->value);
+        return;
+    }
+    v->valueType = v->fieldId <= 171 ? 1 : 3;
+    v->value = v->valueType == 1 ? (n & 0xffffffffULL) : n;
+    v->nvmlReturn = NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
     DEVICE_CALL("nvmlDeviceGetFieldValues", d, gpu);
     if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
@@ -1033,6 +1074,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFiel
         v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         if (v->fieldId == 230) {
             recovery_field(gpu, v);
+            continue;
+        }
+        if (v->fieldId == 170 || v->fieldId == 171 || (v->fieldId >= 231 && v->fieldId <= 233)) {
+            c2c_field(gpu, v);
             continue;
         }
         if (v->fieldId != 138 || gpu_u64(gpu, "nvlink_tx_kib", &start) != 0) continue;

@@ -2,7 +2,9 @@
 
 use super::{exact, CodeEntry};
 use crate::checks::fabric::{self, evaluate as fm};
-use crate::checks::gpu::{clocks, ecc, nvlink, pcie, presence as gpu, procs, recovery, session};
+use crate::checks::gpu::{
+    c2c, clocks, ecc, nvlink, pcie, presence as gpu, procs, recovery, session,
+};
 use crate::checks::pcie::WIDTH_DEGRADED;
 use lemonade_config::Action::{
     Investigate, None as NoAction, Reboot, Repair, ResetGpu, RestartImex,
@@ -177,6 +179,34 @@ pub(super) static ENTRIES: &[CodeEntry] = &[
         "the driver's recovery action cannot be read (a driver before R570, or the GPU lacks \
          the field): this reading is unknown, never a drain",
         "a driver of R570 or later; `[checks.gpu] enabled = false`",
+    ),
+    exact(
+        gpu::NAME,
+        c2c::C2C_LINK_DOWN,
+        &[Drain],
+        Investigate,
+        "a Grace C2C (CPU-GPU chip-to-chip) link of a Grace-Hopper or Grace-Blackwell \
+         superchip is not active (NVML field 171); NVIDIA's XID catalog says contact \
+         support for C2C errors and names no repair",
+        "none",
+    ),
+    exact(
+        gpu::NAME,
+        c2c::C2C_LINK_ERRORS,
+        &[Warning],
+        Investigate,
+        "a Grace C2C link's CRC, replay or back-to-back replay counter (NVML fields \
+         231-233) grew since the previous run",
+        "`[checks.gpu] enabled = false`",
+    ),
+    exact(
+        gpu::NAME,
+        c2c::C2C_UNAVAILABLE,
+        &[Unknown],
+        Investigate,
+        "a GPU with Grace C2C links answered its link count, a link's status or an error \
+         counter with an error: this reading is unknown, never a drain",
+        "`[checks.gpu] enabled = false`",
     ),
     exact(
         gpu::NAME,

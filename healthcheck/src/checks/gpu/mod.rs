@@ -8,6 +8,7 @@
 //! * [`procs`] (`gpu-procs`): what a job left on its GPUs.
 //! * [`fabric`]: each GPU's NVSwitch fabric registration, for the `fabric` check.
 //! * [`recovery`]: the driver's recovery action per GPU, judged by `gpu`.
+//! * [`c2c`]: a Grace superchip's CPU-GPU C2C links per GPU, judged by `gpu`.
 //!
 //! [`session`] loads NVML once per run and turns its answers into plain data;
 //! [`scenario`] writes them in the fake NVML's format for snapshots. Every
@@ -21,6 +22,7 @@
 use crate::check::Check;
 use std::sync::Arc;
 
+pub mod c2c;
 pub mod clocks;
 pub mod count;
 pub mod ecc;

@@ -1,18 +1,21 @@
 //! `gpu`: every expected GPU is there and answers; driver, VBIOS, InfoROM and
 //! persistence mode are as they should be, and the driver asks for no
-//! recovery action ([`super::recovery`]).
+//! recovery action ([`super::recovery`]); a Grace superchip's C2C links are
+//! active and their error counters do not grow ([`super::c2c`]).
 //!
 //! This check owns the verdict on access: a missing driver, a lost GPU or one
 //! that needs a reset is `down` here, and only `unknown` in the other GPU checks.
 
 use super::session::{self, Failure, GpuData, GpuId};
 use crate::check::{
-    Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView, ALL_PROFILES,
+    previous_state, Check, CheckContext, CheckError, CheckOutput, Profile, SettingsView,
+    ALL_PROFILES,
 };
 use crate::finding::Finding;
 use crate::nvml_handle::InitFailure;
 use lemonade_config::{Action, Config, GpuSettings, Severity};
 use nvml_wrapper::Nvml;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -52,6 +55,15 @@ pub struct Access {
     pub inforom_valid: Option<bool>,
     /// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`.
     pub recovery: super::recovery::Reading,
+    /// The Grace C2C links (`NVML_FI_DEV_C2C_LINK_*`).
+    pub c2c: super::c2c::Reading,
+}
+
+/// What the check keeps between runs: the C2C error counters, per GPU (UUID).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuState {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub c2c: BTreeMap<String, super::c2c::Counters>,
 }
 
 /// All NVML calls of the check.
@@ -69,6 +81,7 @@ pub fn gather(nvml: &Nvml) -> Readings {
             persistence_mode: session::optional(device.is_in_persistent_mode())?,
             inforom_valid,
             recovery: super::recovery::read(nvml, device)?,
+            c2c: super::c2c::read(nvml, device)?,
         })
     });
     Readings {
@@ -91,12 +104,24 @@ pub fn init_finding(failure: &InitFailure) -> Finding {
 }
 
 /// Pure: readings, settings and the number of GPUs expected (`None`: `auto`
-/// that could not be counted) to findings.
+/// that could not be counted) to findings, as a first run sees them.
 pub fn evaluate(
     readings: &Readings,
     settings: &GpuSettings,
     expected_count: Option<usize>,
 ) -> Vec<Finding> {
+    evaluate_since(readings, settings, expected_count, &GpuState::default()).0
+}
+
+/// [`evaluate`] against what the previous run kept, and what to keep.
+pub fn evaluate_since(
+    readings: &Readings,
+    settings: &GpuSettings,
+    expected_count: Option<usize>,
+    previous: &GpuState,
+) -> (Vec<Finding>, GpuState) {
+    // A run that cannot list the GPUs keeps the counters for the next.
+    let mut state = previous.clone();
     let mut findings = Vec::new();
     if let (Some(want), Ok(have)) = (&settings.expected_driver_version, &readings.driver_version) {
         if want != have {
@@ -116,17 +141,17 @@ pub fn evaluate(
                     .action(Action::Reboot)
                     .message("NVML cannot count the GPUs: a GPU is lost"),
             );
-            return findings;
+            return (findings, state);
         }
         Err(e) => {
             findings.push(session::node_unknown(NAME, e));
-            return findings;
+            return (findings, state);
         }
     };
     findings.extend(count(gpus.len(), expected_count));
     findings.extend(missing_bus_ids(gpus, settings));
-    findings.extend(each_gpu(gpus, settings));
-    findings
+    findings.extend(each_gpu(gpus, settings, &mut state));
+    (findings, state)
 }
 
 /// The number of GPUs NVML lists against the number expected.
@@ -172,8 +197,13 @@ fn missing_bus_ids(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Find
 }
 
 /// Each GPU's own findings, ok (with its VBIOS) when it has none; the VBIOS
-/// is judged against the config's or, without one, the most common.
-fn each_gpu(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Finding> {
+/// is judged against the config's or, without one, the most common. `state`
+/// holds the previous run's C2C counters and gets this run's.
+fn each_gpu(
+    gpus: &[GpuData<Access>],
+    settings: &GpuSettings,
+    state: &mut GpuState,
+) -> Vec<Finding> {
     let vbios_norm = settings.expected_vbios.clone().or_else(|| {
         most_common(
             gpus.iter()
@@ -197,12 +227,19 @@ fn each_gpu(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Finding> {
             vbios_norm.as_deref(),
             &mut findings,
         );
-        let recovery = super::recovery::evaluate(NAME, &gpu.id, &access.recovery);
-        // An unreadable action is `unknown` beside the ok, which carries the VBIOS.
-        let faulty = findings.len() > before
-            || recovery
-                .as_ref()
-                .is_some_and(|f| f.severity != Severity::Unknown);
+        let mut extra: Vec<Finding> = super::recovery::evaluate(NAME, &gpu.id, &access.recovery)
+            .into_iter()
+            .collect();
+        let key = gpu.id.state_key();
+        let (c2c, kept) = super::c2c::evaluate(NAME, &gpu.id, &access.c2c, state.c2c.get(&key));
+        match kept {
+            Some(kept) => state.c2c.insert(key, kept),
+            None => state.c2c.remove(&key),
+        };
+        extra.extend(c2c);
+        // An unreadable reading is `unknown` beside the ok, which carries the VBIOS.
+        let faulty =
+            findings.len() > before || extra.iter().any(|f| f.severity != Severity::Unknown);
         if !faulty {
             // The VBIOS version travels with the ok finding: the export
             // sends it to the lemon report when it changes.
@@ -212,7 +249,7 @@ fn each_gpu(gpus: &[GpuData<Access>], settings: &GpuSettings) -> Vec<Finding> {
                 None => ok,
             });
         }
-        findings.extend(recovery);
+        findings.extend(extra);
     }
     findings
 }
@@ -288,11 +325,14 @@ impl Check for Gpu {
             Ok(nvml) => nvml,
             Err(e) => return Ok(CheckOutput::findings(vec![init_finding(&e)])),
         };
-        Ok(CheckOutput::findings(evaluate(
+        let previous: GpuState = previous_state(ctx);
+        let (findings, state) = evaluate_since(
             &gather(&nvml),
             &ctx.config.checks.gpu,
             super::count::expected(&ctx.config, &ctx.root),
-        )))
+            &previous,
+        );
+        Ok(CheckOutput::with_state(findings, &state))
     }
     fn snapshot_files(&self, ctx: &CheckContext) -> Vec<(PathBuf, Vec<u8>)> {
         if !session::expects_gpus(ctx) {
@@ -354,6 +394,7 @@ mod tests {
                 persistence_mode: Some(true),
                 inforom_valid: Some(true),
                 recovery: Reading::Action(RecoveryAction::None),
+                c2c: Default::default(),
             }),
         }
     }
