@@ -160,6 +160,13 @@ pub struct WatchService {
     /// they are read without it (nodes flush and are ingested at their own
     /// moments; a sample read past is never read again).
     pub embedded_wait_s: i64,
+    /// Drain the node of a drain-tier call. Off (the default), a drain-tier
+    /// call is recorded and told to the hooks like a report-tier one, and
+    /// no node is drained: on traces written by an engineer who never saw
+    /// the detector, its drain tier drained healthy jobs (the watch chapter
+    /// has the figures). Turn it on once `lemon report`'s outliers on the
+    /// site's own jobs have been checked.
+    pub drain: bool,
 }
 
 impl Default for WatchService {
@@ -171,6 +178,7 @@ impl Default for WatchService {
             requeue: false,
             max_sample_age_s: 600,
             embedded_wait_s: 120,
+            drain: false,
         }
     }
 }

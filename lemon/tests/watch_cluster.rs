@@ -50,6 +50,7 @@ warmup_s = 8
 baseline_s = 5
 
 [watch.service]
+drain = true
 poll_s = 1
 lookback_s = 120
 "#;

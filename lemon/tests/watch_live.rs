@@ -234,6 +234,7 @@ selector = "DCGM_FI_DEV_POWER_USAGE"
 label = "Hostname"
 
 [watch.service]
+drain = true
 lookback_s = 120
 "#
         ),

@@ -4,8 +4,9 @@
 //!   administrator's drain, or anything in doubt, is left alone), with the
 //!   reason `lemon: j<id> <short metric> OUTLIER <metric>`, through the one
 //!   writer of node states and its dry run;
-//! * only a call of the drain tier is drained; a call of the report tier is
-//!   recorded as `reported` and told to the hooks (`"event": "report"`);
+//! * only a call of the drain tier is drained, and only where `[watch.service]
+//!   drain` is on; any other call is recorded as `reported` and told to the
+//!   hooks (with its tier: `"event": "report"` or `"drain"`);
 //! * the circuit breaker caps drains per poll as it caps them per run;
 //! * each detection is recorded once with its evidence, the `[hooks]` are
 //!   told, and the job is requeued only if `[watch.service] requeue` says so;
@@ -32,6 +33,8 @@ pub struct RespondParams<'a> {
     pub hooks: &'a HooksSettings,
     pub dry_run: bool,
     pub requeue: bool,
+    /// `[watch.service] drain`: act on drain-tier calls at all.
+    pub drain: bool,
     /// Calls whose newest sample is older than this (seconds) are not acted on.
     pub max_sample_age_s: i64,
     pub now: i64,
@@ -100,7 +103,7 @@ pub fn respond(
         .partition(|c| p.now - c.detection.detected_at > p.max_sample_age_s);
     let (fresh, reported): (Vec<&Called>, Vec<&Called>) = fresh
         .into_iter()
-        .partition(|c| c.detection.tier == Tier::Drain);
+        .partition(|c| p.drain && c.detection.tier == Tier::Drain);
     // Recorded before Slurm is asked anything: they need no node state.
     let mut responses = Vec::new();
     for called in late {
@@ -203,16 +206,24 @@ fn refuse_late(called: &Called, p: &RespondParams<'_>) -> Response {
     }
 }
 
-/// A call of the report tier: recorded, never drained.
+/// A call of the report tier, or of the drain tier while `[watch.service]
+/// drain` is off: recorded, never drained.
 fn report_only(called: &Called) -> Response {
     let d = &called.detection;
+    let detail = match d.tier {
+        Tier::Drain => format!(
+            "drain tier (score {}); [watch.service] drain is off: reported, not drained",
+            d.score
+        ),
+        Tier::Report => format!("report tier: score {} below the drain bar", d.score),
+    };
     Response {
         job: d.job.clone(),
         node: d.node.clone(),
         action: Action::Reported,
         reason: outlier_reason(called),
         command: None,
-        detail: format!("report tier: score {} below the drain bar", d.score),
+        detail,
     }
 }
 
@@ -324,6 +335,7 @@ mod tests {
             hooks,
             dry_run: true,
             requeue: false,
+            drain: true,
             max_sample_age_s: 600,
             now,
         }
@@ -394,6 +406,29 @@ mod tests {
             &params(&gone, &lemon, &hooks, now)
         )
         .is_err());
+    }
+
+    #[test]
+    fn with_draining_off_a_drain_tier_call_is_reported_and_slurm_is_never_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let (lemon, hooks) = (LemonSettings::default(), HooksSettings::default());
+        let now = 1_800_000_000;
+        let gone = slurm(&dir.path().join("no-slurm"), false);
+        let off = RespondParams {
+            drain: false,
+            ..params(&gone, &lemon, &hooks, now)
+        };
+        let out = respond(&conn, &[call("a", now - 10)], &off).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].action, Action::Reported);
+        assert!(out[0].detail.contains("drain is off"), "{out:?}");
+        assert_eq!(
+            detections::action_of(&conn, "7", "a", true)
+                .unwrap()
+                .as_deref(),
+            Some("reported")
+        );
     }
 
     #[test]

@@ -139,6 +139,7 @@ pub fn poll(
         hooks: &p.cfg.hooks,
         dry_run: p.dry_run,
         requeue: p.cfg.watch.service.requeue,
+        drain: p.cfg.watch.service.drain,
         max_sample_age_s: p.cfg.watch.service.max_sample_age_s,
         now,
     };
