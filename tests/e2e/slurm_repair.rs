@@ -422,8 +422,9 @@ fn lemon_opens_a_ticket_for_the_handed_over_node_and_reports_the_repairs() {
     // node1 and node4 at least (node1 may have been taken out again since).
     let cells: Vec<&str> = ecc.split_whitespace().collect();
     let incidents: u64 = cells[1].parse().unwrap();
+    // category, incidents, resets, restarts, reboots, hand-overs, ...
     let resets: u64 = cells[2].parse().unwrap();
-    let hand_overs: u64 = cells[4].parse().unwrap();
+    let hand_overs: u64 = cells[5].parse().unwrap();
     assert!(incidents >= 2 && resets >= 2 && hand_overs >= 1, "{report}");
     assert!(
         report.contains("mean time between incidents per node"),
