@@ -234,8 +234,11 @@ fn a_call_below_the_drain_bars_is_of_the_report_tier_and_the_same_call_above_the
         small_job_drain_ratio: Some(3.0),
         ..Config::default()
     };
-    for (nodes, config) in [(3, opted_in), (16, Config::default())] {
-        let trace = ecc_job(HELD_OUT + 40_000 + nodes as u64 / 8, nodes);
+    for (seed, nodes, config) in [
+        (HELD_OUT + 40_000, 3, opted_in),
+        (HELD_OUT + 40_002, 16, Config::default()),
+    ] {
+        let trace = ecc_job(seed, nodes);
         let default = tiered_calls_with(&trace, config.clone());
         assert_eq!(default.len(), 1, "{nodes} nodes: {default:?}");
         assert_eq!(default[0].1, Tier::Drain, "{nodes} nodes");

@@ -10,33 +10,24 @@
 use lemonade_tests::independent_traces::{
     generate, score, Call, IndependentJob, IndependentSpec, Score, Tally,
 };
-use lemonade_watch::{Config, Detector, Sample, Tier};
+use lemonade_watch::{replay, Config, Tier};
 
-/// The calls of the default detector over one generated replay file.
+/// The calls of the default detector over one generated replay file, read
+/// as `lemon watch --replay` reads it.
 fn calls_on(spec: &IndependentSpec) -> (Vec<IndependentJob>, Vec<Call>) {
     let mut bytes = Vec::new();
     let jobs = generate(spec, &mut bytes).expect("generate");
-    let text = String::from_utf8(bytes).expect("utf-8");
-    let mut detector = Detector::new(Config::default());
-    let mut calls = Vec::new();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let sample = Sample {
-            time: f[0].parse().expect("time"),
-            job: f[1],
-            node: f[2],
-            metric: f[3],
-            value: f[4].parse().expect("value"),
-        };
-        for d in detector.push(sample).expect("rows in time order") {
-            calls.push(Call {
-                drain: d.tier == Tier::Drain,
-                job: d.job,
-                node: d.node,
-                detected_at: d.detected_at,
-            });
-        }
-    }
+    let outcome = replay(bytes.as_slice(), &Config::default()).expect("a well-formed replay file");
+    let calls = outcome
+        .detections
+        .into_iter()
+        .map(|d| Call {
+            drain: d.tier == Tier::Drain,
+            job: d.job,
+            node: d.node,
+            detected_at: d.detected_at,
+        })
+        .collect();
     (jobs, calls)
 }
 

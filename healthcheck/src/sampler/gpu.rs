@@ -9,12 +9,10 @@
 //! on a GPU is left out of that metric; a metric no GPU gives is not recorded.
 
 use super::raw::{Counter, Raw};
+use crate::checks::gpu::field_values::{self, FieldValue};
 use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, PcieUtilCounter};
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::{
-    field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, nvmlFieldValue_t,
-    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as UNSIGNED_LONG_LONG,
-};
+use nvml_wrapper_sys::bindings::field_id::NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
 
 /// Reads every GPU NVML counts.
 pub fn gpus(nvml: &Nvml, raw: &mut Raw) {
@@ -56,24 +54,14 @@ pub fn gpus(nvml: &Nvml, raw: &mut Raw) {
 
 /// The KiB of data the GPU sent over all its NVLinks since the driver
 /// loaded: `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` with the scope of every
-/// link. nvml-wrapper's `field_values_for` asks only for link 0 (it zeroes
-/// the scope), and the per-link utilisation counters are deprecated, so
-/// this one call goes through the raw bindings. `None` where the driver
-/// lacks the field (no NVLink, an old driver) or the symbol.
+/// link (the per-link utilisation counters are deprecated). `None` where
+/// the driver lacks the field (no NVLink, an old driver) or the symbol.
 fn nvlink_tx_kib(nvml: &Nvml, device: &Device) -> Option<u64> {
-    let get = nvml.lib().nvmlDeviceGetFieldValues.as_ref().ok()?;
-    // SAFETY: a plain C struct of integers and a union of numbers, all
-    // valid as zeroes; NVML writes exactly the one value it is given.
-    let mut value: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-    value.fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
-    value.scopeId = u32::MAX;
-    // SAFETY: the handle is live while `device` borrows `nvml`; one value.
-    let status = unsafe { get(device.handle(), 1, &mut value) };
-    if status != 0 || value.nvmlReturn != 0 || value.valueType != UNSIGNED_LONG_LONG {
-        return None;
+    let field = (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, u32::MAX);
+    match field_values::read(nvml, device, &[field]).ok()?.ok()?[..] {
+        [FieldValue::Read(kib)] => Some(kib),
+        _ => None,
     }
-    // SAFETY: valueType says the union holds its unsigned long long.
-    Some(unsafe { value.value.ullVal })
 }
 
 fn push<E>(into: &mut Vec<f64>, value: Result<f64, E>) {

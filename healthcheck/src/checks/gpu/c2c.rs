@@ -24,20 +24,15 @@
 //! Counters that grow are a warning, as XID 121 is. [`read`] is the NVML
 //! half, [`evaluate`] the pure judgement.
 
+use super::field_values;
 use super::session::{Failure, GpuId};
 use crate::checks::counters;
 use crate::finding::Finding;
 use lemonade_config::{Action, Severity};
-use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::{
-    field_id::{
-        NVML_FI_DEV_C2C_LINK_COUNT, NVML_FI_DEV_C2C_LINK_ERROR_INTR,
-        NVML_FI_DEV_C2C_LINK_ERROR_REPLAY, NVML_FI_DEV_C2C_LINK_ERROR_REPLAY_B2B,
-        NVML_FI_DEV_C2C_LINK_GET_STATUS,
-    },
-    nvmlFieldValue_t, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT as UNSIGNED_INT,
-    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as UNSIGNED_LONG_LONG,
+use nvml_wrapper_sys::bindings::field_id::{
+    NVML_FI_DEV_C2C_LINK_COUNT, NVML_FI_DEV_C2C_LINK_ERROR_INTR, NVML_FI_DEV_C2C_LINK_ERROR_REPLAY,
+    NVML_FI_DEV_C2C_LINK_ERROR_REPLAY_B2B, NVML_FI_DEV_C2C_LINK_GET_STATUS,
 };
 use std::collections::BTreeMap;
 
@@ -59,14 +54,7 @@ const COUNTERS: [(u32, &str); 3] = [
 ];
 
 /// One field as NVML answered it for one link.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    Read(u64),
-    /// The driver lacks the field.
-    NotSupported,
-    /// Any other answer: why, as NVML words it.
-    Failed(String),
-}
+pub use super::field_values::FieldValue as Value;
 
 /// One C2C link of one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,45 +82,28 @@ pub type Counters = BTreeMap<u32, [Option<u64>; 3]>;
 /// The C2C links of `device`. `Err` only for a GPU that is lost or needs a
 /// reset (the `gpu` check's own verdict).
 pub fn read(nvml: &Nvml, device: &Device<'_>) -> Result<Reading, Failure> {
-    let Ok(get) = nvml.lib().nvmlDeviceGetFieldValues.as_ref() else {
-        return Ok(Reading::NoC2c);
-    };
-    let ask = |values: &mut [nvmlFieldValue_t]| -> Result<Result<(), Failure>, Failure> {
-        // SAFETY: the handle is live while `device` borrows `nvml`; NVML
-        // writes exactly `values.len()` values.
-        let status = unsafe { get(device.handle(), values.len() as i32, values.as_mut_ptr()) };
-        match nvml_try(status).map_err(Failure::from) {
-            Ok(()) => Ok(Ok(())),
-            Err(f @ (Failure::Lost | Failure::ResetRequired)) => Err(f),
-            Err(other) => Ok(Err(other)),
-        }
-    };
-    let mut count = [request(NVML_FI_DEV_C2C_LINK_COUNT, 0)];
-    match ask(&mut count)? {
-        Ok(()) => {}
+    let links = match field_values::read(nvml, device, &[(NVML_FI_DEV_C2C_LINK_COUNT, 0)])? {
+        Ok(count) => match &count[0] {
+            Value::Read(0) | Value::NotSupported => return Ok(Reading::NoC2c),
+            Value::Read(n) => (*n).min(u64::from(MAX_LINKS)) as u32,
+            Value::Failed(why) => return Ok(Reading::Unavailable(why.clone())),
+        },
         // A driver without field values has no C2C fields either.
         Err(Failure::NotSupported) => return Ok(Reading::NoC2c),
         Err(why) => return Ok(Reading::Unavailable(why.to_string())),
-    }
-    let links = match value_of(&count[0]) {
-        Value::Read(0) | Value::NotSupported => return Ok(Reading::NoC2c),
-        Value::Read(n) => n.min(u64::from(MAX_LINKS)) as u32,
-        Value::Failed(why) => return Ok(Reading::Unavailable(why)),
     };
     let fields = [NVML_FI_DEV_C2C_LINK_GET_STATUS]
         .into_iter()
         .chain(COUNTERS.map(|c| c.0));
-    let mut values: Vec<nvmlFieldValue_t> = (0..links)
-        .flat_map(|link| fields.clone().map(move |f| request(f, link)))
+    let requests: Vec<(u32, u32)> = (0..links)
+        .flat_map(|link| fields.clone().map(move |f| (f, link)))
         .collect();
-    let answered = ask(&mut values)?;
+    let answered = field_values::read(nvml, device, &requests)?;
     Ok(Reading::Links(
-        values
-            .chunks(4)
-            .zip(0..)
-            .map(|(v, link)| {
+        (0..links)
+            .map(|link| {
                 let value = |i: usize| match &answered {
-                    Ok(()) => value_of(&v[i]),
+                    Ok(values) => values[link as usize * 4 + i].clone(),
                     Err(why) => Value::Failed(why.to_string()),
                 };
                 LinkReading {
@@ -143,29 +114,6 @@ pub fn read(nvml: &Nvml, device: &Device<'_>) -> Result<Reading, Failure> {
             })
             .collect(),
     ))
-}
-
-fn request(field: u32, scope: u32) -> nvmlFieldValue_t {
-    // SAFETY: a plain C struct of integers and a union of numbers, all valid
-    // as zeroes.
-    let mut value: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-    value.fieldId = field;
-    value.scopeId = scope;
-    value
-}
-
-fn value_of(value: &nvmlFieldValue_t) -> Value {
-    match nvml_try(value.nvmlReturn) {
-        Ok(()) => {}
-        Err(NvmlError::NotSupported) => return Value::NotSupported,
-        Err(e) => return Value::Failed(Failure::from(e).to_string()),
-    }
-    // SAFETY: valueType says which member of the union NVML wrote.
-    match value.valueType {
-        UNSIGNED_INT => Value::Read(u64::from(unsafe { value.value.uiVal })),
-        UNSIGNED_LONG_LONG => Value::Read(unsafe { value.value.ullVal }),
-        other => Value::Failed(format!("value type {other}")),
-    }
 }
 
 /// Pure: the findings for one GPU's C2C links, and the counters to keep for

@@ -27,6 +27,7 @@ pub mod clocks;
 pub mod count;
 pub mod ecc;
 pub mod fabric;
+pub mod field_values;
 pub mod nvlink;
 pub mod pcie;
 pub mod presence;

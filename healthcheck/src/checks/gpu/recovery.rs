@@ -9,16 +9,12 @@
 //!
 //! [`read`] is the NVML half; [`evaluate`] the pure judgement.
 
+use super::field_values::{self, FieldValue};
 use super::session::{Failure, GpuId};
 use crate::finding::Finding;
 use lemonade_config::{Action, Severity};
-use nvml_wrapper::error::nvml_try;
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::{
-    field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, nvmlFieldValue_t,
-    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT as UNSIGNED_INT,
-    nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as UNSIGNED_LONG_LONG,
-};
+use nvml_wrapper_sys::bindings::field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
 
 // Finding codes; `crate::codes` gives each its meaning, severity, repair and
 // how to silence it.
@@ -114,35 +110,15 @@ impl Default for Reading {
 /// needs a reset (the `gpu` check's own verdict); every other failure is a
 /// [`Reading::Unavailable`].
 pub fn read(nvml: &Nvml, device: &Device<'_>) -> Result<Reading, Failure> {
-    let get = match nvml.lib().nvmlDeviceGetFieldValues.as_ref() {
-        Ok(get) => get,
-        Err(_) => return Ok(Reading::Unavailable("no nvmlDeviceGetFieldValues".into())),
-    };
-    // SAFETY: a plain C struct of integers and a union of numbers, all valid
-    // as zeroes; NVML writes exactly the one value it is given.
-    let mut value: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-    value.fieldId = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
-    // SAFETY: the handle is live while `device` borrows `nvml`; one value.
-    let status = unsafe { get(device.handle(), 1, &mut value) };
-    if let Err(e) = nvml_try(status) {
-        return match Failure::from(e) {
-            f @ (Failure::Lost | Failure::ResetRequired) => Err(f),
-            other => Ok(Reading::Unavailable(other.to_string())),
-        };
-    }
-    if value.nvmlReturn != 0 {
-        let why = nvml_try(value.nvmlReturn)
-            .err()
-            .map_or_else(|| "error".to_string(), |e| Failure::from(e).to_string());
-        return Ok(Reading::Unavailable(why));
-    }
-    // SAFETY: valueType says which member of the union NVML wrote.
-    let raw = match value.valueType {
-        UNSIGNED_INT => u64::from(unsafe { value.value.uiVal }),
-        UNSIGNED_LONG_LONG => unsafe { value.value.ullVal },
-        other => return Ok(Reading::Unavailable(format!("value type {other}"))),
-    };
-    Ok(Reading::Action(RecoveryAction::from_raw(raw)))
+    let field = (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0);
+    Ok(match field_values::read(nvml, device, &[field])? {
+        Ok(values) => match &values[0] {
+            FieldValue::Read(raw) => Reading::Action(RecoveryAction::from_raw(*raw)),
+            FieldValue::NotSupported => Reading::Unavailable(Failure::NotSupported.to_string()),
+            FieldValue::Failed(why) => Reading::Unavailable(why.clone()),
+        },
+        Err(why) => Reading::Unavailable(why.to_string()),
+    })
 }
 
 /// Whether a node taken out only for `code` is resumed by the policy once
