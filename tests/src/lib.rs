@@ -21,8 +21,11 @@
 //!   the detector (issue 45), with confounders, and its scorer.
 //! * [`heldout_traces`]: a third generator of such traces, held out from
 //!   the detector's tuning (issue 45), with its own model of jobs and faults.
+//! * [`blind_traces`]: a fourth generator of such traces, held out from
+//!   the detector's tuning (issue 45), and its scorer with a drain tier.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
+pub mod blind_traces;
 pub mod cluster;
 pub mod fake_nvml;
 pub mod fixture;
