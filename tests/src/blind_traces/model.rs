@@ -179,6 +179,26 @@ pub(super) struct JobPlan {
     noise_seed: u64,
 }
 
+/// Indices of [`CONFOUNDERS`] in `JobPlan::has`.
+const C_CHECKPOINT: usize = 0;
+const C_EVAL: usize = 1;
+const C_STALL: usize = 2;
+const C_WARMUP: usize = 3;
+const C_LR: usize = 4;
+const C_PIPELINE: usize = 5;
+const C_MOE: usize = 6;
+const C_RANK0: usize = 7;
+const C_OFFSETS: usize = 8;
+const C_PARTIAL: usize = 9;
+const C_UNKNOWN: usize = 10;
+const C_RESTART: usize = 11;
+const C_GAP: usize = 12;
+const C_MISSING: usize = 13;
+const C_SKEW: usize = 14;
+const C_PFC: usize = 15;
+const C_CONGESTION: usize = 16;
+const C_THROTTLE: usize = 17;
+
 /// Indices of `levels`.
 const L_IB: usize = 0;
 const L_NVL: usize = 1;
@@ -227,6 +247,62 @@ fn plan_job(
     for (h, p) in has.iter_mut().zip(CONFOUNDER_P) {
         *h = rng.chance(p);
     }
+    let (gpu, levels) = hardware(rng);
+    let nodes = plan_nodes(rng, n, &has, interval, cursor);
+    let stages = plan_stages(rng, has[C_PIPELINE]);
+    let mut plan = JobPlan {
+        truth: IndependentJob {
+            job,
+            nodes: Vec::new(),
+            fault: None,
+            confounders: Vec::new(),
+        },
+        nodes,
+        start,
+        dur,
+        interval,
+        gpu,
+        stages,
+        events: Vec::new(),
+        fault: None,
+        has,
+        load_s: if has[C_WARMUP] { rng.int(60, 240) } else { 20 },
+        ramp_s: if has[C_WARMUP] { rng.int(60, 300) } else { 0 },
+        reload_s: rng.int(60, 180),
+        lr_change: (
+            rng.int(dur / 4, dur * 3 / 4),
+            1.0 + rng.range(0.04, 0.12) * sign(rng),
+        ),
+        moe: (rng.range(0.05, 0.2), rng.range(240.0, 900.0)),
+        congestion: window(rng, dur, (180, 900), (0.65, 0.9)),
+        throttle: window(rng, dur, (300, 1200), (0.82, 0.92)),
+        barrier_nccl: rng.chance(0.6),
+        rank0_only_ckpt: rng.chance(0.4),
+        levels,
+        pfc_burst_p: rng.range(0.005, 0.03),
+        drop_p: rng.range(0.003, 0.02),
+        unknown: Vec::new(),
+        restarts: Vec::new(),
+        noise_seed: rng.next(),
+    };
+    assign_groups(&mut plan, rng);
+    plan.events = plan_events(rng, &plan);
+    if rng.chance(spec.fault_share) {
+        plan.fault = Some(plan_fault(rng, &plan, spec.subtle_share));
+    }
+    plan.unknown = [TEMP, NICERR, SMACT, ECC, LOAD1]
+        .into_iter()
+        .filter(|_| plan.has[C_UNKNOWN] && rng.chance(0.6))
+        .collect();
+    if plan.has[C_UNKNOWN] && plan.unknown.is_empty() {
+        plan.unknown.push(TEMP);
+    }
+    finish_truth(&mut plan);
+    plan
+}
+
+/// The job's GPU model and its traffic levels (see `L_*`).
+fn hardware(rng: &mut Rng) -> (Gpu, [f64; 6]) {
     let gpu = if rng.chance(0.7) {
         Gpu {
             peak: 700.0,
@@ -255,57 +331,7 @@ fn plan_job(
         rng.range(10.0, 25.0),
         rng.range(250.0, 700.0),
     ];
-    let nodes = plan_nodes(rng, n, &has, interval, cursor);
-    let stages = plan_stages(rng, has[5]);
-    let mut plan = JobPlan {
-        truth: IndependentJob {
-            job,
-            nodes: Vec::new(),
-            fault: None,
-            confounders: Vec::new(),
-        },
-        nodes,
-        start,
-        dur,
-        interval,
-        gpu,
-        stages,
-        events: Vec::new(),
-        fault: None,
-        has,
-        load_s: if has[3] { rng.int(60, 240) } else { 20 },
-        ramp_s: if has[3] { rng.int(60, 300) } else { 0 },
-        reload_s: rng.int(60, 180),
-        lr_change: (
-            rng.int(dur / 4, dur * 3 / 4),
-            1.0 + rng.range(0.04, 0.12) * sign(rng),
-        ),
-        moe: (rng.range(0.05, 0.2), rng.range(240.0, 900.0)),
-        congestion: window(rng, dur, (180, 900), (0.65, 0.9)),
-        throttle: window(rng, dur, (300, 1200), (0.82, 0.92)),
-        barrier_nccl: rng.chance(0.6),
-        rank0_only_ckpt: rng.chance(0.4),
-        levels,
-        pfc_burst_p: rng.range(0.005, 0.03),
-        drop_p: rng.range(0.003, 0.02),
-        unknown: Vec::new(),
-        restarts: Vec::new(),
-        noise_seed: rng.next(),
-    };
-    assign_groups(&mut plan, rng);
-    plan.events = plan_events(rng, &plan);
-    if rng.chance(spec.fault_share) {
-        plan.fault = Some(plan_fault(rng, &plan, spec.subtle_share));
-    }
-    plan.unknown = [TEMP, NICERR, SMACT, ECC, LOAD1]
-        .into_iter()
-        .filter(|_| plan.has[10] && rng.chance(0.6))
-        .collect();
-    if plan.has[10] && plan.unknown.is_empty() {
-        plan.unknown.push(TEMP);
-    }
-    finish_truth(&mut plan);
-    plan
+    (gpu, levels)
 }
 
 fn sign(rng: &mut Rng) -> f64 {
@@ -330,7 +356,7 @@ fn plan_nodes(
     interval: i64,
     cursor: &mut u64,
 ) -> Vec<NodePlan> {
-    let max_skew = if has[14] { rng.int(1, 5) } else { 0 };
+    let max_skew = if has[C_SKEW] { rng.int(1, 5) } else { 0 };
     let moe_spread = rng.range(0.0, std::f64::consts::TAU);
     (0..n)
         .map(|i| {
@@ -404,7 +430,7 @@ fn assign_groups(plan: &mut JobPlan, rng: &mut Rng) {
     for (i, node) in plan.nodes.iter_mut().enumerate() {
         node.stage = cuts.iter().filter(|&&c| i >= c).count();
     }
-    if plan.has[8] {
+    if plan.has[C_OFFSETS] {
         for _ in 0..rng.int(1, 3) {
             let node = &mut plan.nodes[rng.int(0, n as i64 - 1) as usize];
             node.speed *= 1.0 - rng.range(0.02, 0.05);
@@ -412,7 +438,7 @@ fn assign_groups(plan: &mut JobPlan, rng: &mut Rng) {
             node.temp_off += rng.range(3.0, 8.0);
         }
     }
-    if plan.has[9] {
+    if plan.has[C_PARTIAL] {
         let group = PARTIAL_GROUPS[rng.int(0, 3) as usize];
         let mask = group.iter().fold(0u32, |m, &k| m | 1 << k);
         let count = ((n as f64 * rng.range(0.1, 0.4)).round() as usize).max(1);
@@ -422,7 +448,7 @@ fn assign_groups(plan: &mut JobPlan, rng: &mut Rng) {
         }
     }
     let dur = plan.dur;
-    if plan.has[11] {
+    if plan.has[C_RESTART] {
         for _ in 0..rng.int(1, 2) {
             let j = rng.int(0, n as i64 - 1) as usize;
             let t0 = rng.int(300, dur - 120);
@@ -430,7 +456,7 @@ fn assign_groups(plan: &mut JobPlan, rng: &mut Rng) {
             plan.restarts.push((j, t0));
         }
     }
-    if plan.has[12] {
+    if plan.has[C_GAP] {
         for _ in 0..rng.int(1, 2) {
             let j = rng.int(0, n as i64 - 1) as usize;
             let t0 = rng.int(300, dur - 360);
@@ -442,8 +468,8 @@ fn assign_groups(plan: &mut JobPlan, rng: &mut Rng) {
         .map(|_| plan.nodes[rng.int(0, n as i64 - 1) as usize].rack)
         .collect();
     for node in &mut plan.nodes {
-        node.congested = plan.has[16] && node.leaf == leaf;
-        node.throttled = plan.has[17] && racks.contains(&node.rack);
+        node.congested = plan.has[C_CONGESTION] && node.leaf == leaf;
+        node.throttled = plan.has[C_THROTTLE] && racks.contains(&node.rack);
     }
 }
 
@@ -462,13 +488,13 @@ fn plan_events(rng: &mut Rng, plan: &JobPlan) -> Vec<Event> {
             t += l + rng.int(every.0, every.1);
         }
     };
-    if plan.has[0] {
+    if plan.has[C_CHECKPOINT] {
         push_periodic(rng, EventKind::Checkpoint, (480, 1500), (30, 150));
     }
-    if plan.has[1] {
+    if plan.has[C_EVAL] {
         push_periodic(rng, EventKind::Eval, (720, 1800), (60, 240));
     }
-    if plan.has[2] {
+    if plan.has[C_STALL] {
         for _ in 0..rng.int(2, 5) {
             let t0 = rng.int(train, plan.dur - 120);
             let origin = rng
@@ -589,14 +615,14 @@ impl JobPlan {
                 }
                 if t >= end {
                     let r = t - end;
-                    return self.warm_mode(r - self.reload_s, self.reload_s);
+                    return self.warm_mode(r - self.reload_s);
                 }
             }
         }
-        self.warm_mode(t - self.load_s, self.load_s)
+        self.warm_mode(t - self.load_s)
     }
 
-    fn warm_mode(&self, since_load: i64, _load: i64) -> Mode {
+    fn warm_mode(&self, since_load: i64) -> Mode {
         if since_load < 0 {
             Mode::Load
         } else if since_load < self.ramp_s {
@@ -637,7 +663,7 @@ impl JobPlan {
     }
 
     fn moe_load(&self, j: usize, t: i64) -> f64 {
-        if !self.has[6] {
+        if !self.has[C_MOE] {
             return 1.0;
         }
         let (amp, period) = self.moe;
@@ -696,7 +722,9 @@ impl JobPlan {
 
     /// The phase a node is in; nodes enter and leave a phase a few seconds apart.
     fn event(&self, j: usize, t: i64) -> Option<Event> {
-        self.events.iter().enumerate().find_map(|(k, e)| {
+        // Sorted by start, and jitter only delays: later phases cannot hold `t`.
+        let started = self.events.iter().take_while(|e| e.t0 <= t);
+        started.enumerate().find_map(|(k, e)| {
             let jitter = if j == 0 {
                 0
             } else {
@@ -754,7 +782,7 @@ fn emit(
         if node.missing & (1 << k) != 0 || (gpu_gone && (UTIL..=MUTIL).contains(&k)) {
             continue;
         }
-        if plan.has[13] && rng.chance(plan.drop_p) {
+        if plan.has[C_MISSING] && rng.chance(plan.drop_p) {
             continue;
         }
         rows.push(Row {
@@ -791,9 +819,9 @@ fn sample(plan: &JobPlan, j: usize, t: i64, thr: f64, rng: &mut Rng) -> [f64; NM
         v[UTIL] *= r.max(0.05);
         v[UMIN] *= r.max(0.05);
     }
-    shared(plan, j, t, &mut v, rng);
+    shared(plan, j, &mut v, rng);
     fault_effect(plan, j, t, &mut v, rng);
-    noise(plan, &mut v, rng);
+    noise(&mut v, rng);
     v
 }
 
@@ -834,7 +862,7 @@ fn hung(plan: &JobPlan, v: &mut [f64; NM]) {
 fn training(plan: &JobPlan, j: usize, t: i64, thr: f64, v: &mut [f64; NM]) {
     let (g, node) = (plan.gpu, &plan.nodes[j]);
     let st = plan.stages[node.stage];
-    let lr = if plan.has[4] && t >= plan.lr_change.0 {
+    let lr = if plan.has[C_LR] && t >= plan.lr_change.0 {
         plan.lr_change.1
     } else {
         1.0
@@ -923,11 +951,11 @@ fn phase(plan: &JobPlan, j: usize, e: Event, v: &mut [f64; NM]) {
 }
 
 /// Rank 0's extra work, unknown metrics, fabric bursts.
-fn shared(plan: &JobPlan, j: usize, t: i64, v: &mut [f64; NM], rng: &mut Rng) {
+fn shared(plan: &JobPlan, j: usize, v: &mut [f64; NM], rng: &mut Rng) {
     let node = &plan.nodes[j];
     let last =
         plan.stages.len() > 1 && node.stage + 1 == plan.stages.len() && j + 1 == plan.nodes.len();
-    if plan.has[7] && (j == 0 || last) {
+    if plan.has[C_RANK0] && (j == 0 || last) {
         let extra = 10.0 + 20.0 * hash01(plan.noise_seed, 7);
         v[CPU] += extra;
         v[MEM] += 20.0 + 3.0 * extra;
@@ -936,7 +964,7 @@ fn shared(plan: &JobPlan, j: usize, t: i64, v: &mut [f64; NM], rng: &mut Rng) {
             v[DISK] += rng.range(1e8, 5e8);
         }
     }
-    if plan.has[15] && rng.chance(plan.pfc_burst_p) {
+    if plan.has[C_PFC] && rng.chance(plan.pfc_burst_p) {
         let f = rng.range(20.0, 200.0);
         v[PFC] = v[PFC].max(1.0) * f;
         v[CNP] = v[CNP].max(1.0) * f * 0.5;
@@ -944,7 +972,6 @@ fn shared(plan: &JobPlan, j: usize, t: i64, v: &mut [f64; NM], rng: &mut Rng) {
     v[LOAD1] = v[CPU] * 2.24 * 0.5;
     v[NICERR] = 0.0;
     v[ECC] = 0.0;
-    let _ = t;
 }
 
 fn fault_effect(plan: &JobPlan, j: usize, t: i64, v: &mut [f64; NM], rng: &mut Rng) {
@@ -952,27 +979,8 @@ fn fault_effect(plan: &JobPlan, j: usize, t: i64, v: &mut [f64; NM], rng: &mut R
         return;
     };
     let hung = plan.mode(t) == Mode::Hung;
-    let g = plan.gpu;
     match f.kind {
-        Kind::Ecc => {
-            v[ECC] = 1.0;
-            if f.variant && hung {
-                // The process died: the node idles while its peers spin.
-                v[UTIL] = 0.0;
-                v[UMIN] = 0.0;
-                v[POWER] = 8.0 * g.idle;
-                v[CLOCK] = g.idle_clock;
-                v[CPU] = 1.5;
-                v[MEM] *= 0.3;
-                v[IBTX] = 0.0;
-                v[IBRX] = 0.0;
-                v[SMACT] = 0.0;
-            } else if hung {
-                v[UTIL] = 99.5 * 7.0 / 8.0;
-                v[UMIN] = 0.0;
-                v[POWER] -= g.peak * 0.15;
-            }
-        }
+        Kind::Ecc => ecc(plan, f, hung, v),
         Kind::CardDrop if hung => {
             v[POWER] *= 7.0 / 8.0;
             v[UMIN] = v[UTIL];
@@ -1027,7 +1035,29 @@ fn fault_effect(plan: &JobPlan, j: usize, t: i64, v: &mut [f64; NM], rng: &mut R
     }
 }
 
-fn noise(plan: &JobPlan, v: &mut [f64; NM], rng: &mut Rng) {
+/// An uncorrectable ECC error: the process dies (node idle) or one GPU stops.
+fn ecc(plan: &JobPlan, f: &FaultPlan, hung: bool, v: &mut [f64; NM]) {
+    let g = plan.gpu;
+    v[ECC] = 1.0;
+    if f.variant && hung {
+        // The process died: the node idles while its peers spin.
+        v[UTIL] = 0.0;
+        v[UMIN] = 0.0;
+        v[POWER] = 8.0 * g.idle;
+        v[CLOCK] = g.idle_clock;
+        v[CPU] = 1.5;
+        v[MEM] *= 0.3;
+        v[IBTX] = 0.0;
+        v[IBRX] = 0.0;
+        v[SMACT] = 0.0;
+    } else if hung {
+        v[UTIL] = 99.5 * 7.0 / 8.0;
+        v[UMIN] = 0.0;
+        v[POWER] -= g.peak * 0.15;
+    }
+}
+
+fn noise(v: &mut [f64; NM], rng: &mut Rng) {
     for (k, x) in v.iter_mut().enumerate() {
         *x = match k {
             UTIL | UMIN => (*x + rng.normal() * 0.8).clamp(0.0, 100.0),
@@ -1040,5 +1070,4 @@ fn noise(plan: &JobPlan, v: &mut [f64; NM], rng: &mut Rng) {
             _ => jitter(rng, *x, 0.025),
         };
     }
-    let _ = plan;
 }
