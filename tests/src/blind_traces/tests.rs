@@ -71,7 +71,7 @@ fn a_faulty_node_keeps_reporting_after_its_onset_and_metrics_outside_the_vocabul
 }
 
 #[test]
-fn the_fault_mix_follows_minders_table_with_a_subtle_seventh() {
+fn the_fault_mix_follows_minders_table_with_about_fifteen_percent_subtle() {
     let jobs: Vec<IndependentJob> = (0..60)
         .flat_map(|s| truth(&IndependentSpec::new(s)))
         .collect();
@@ -115,6 +115,33 @@ fn every_confounder_is_present_in_most_jobs_and_sizes_span_two_to_256_nodes() {
         names.len(),
         jobs[..38].iter().map(|j| j.nodes.len()).sum::<usize>()
     );
+}
+
+#[test]
+fn an_ecc_error_silences_the_fabric_of_every_node_of_its_job_while_it_hangs() {
+    let spec = small(9, 60);
+    let (text, truth) = render(&spec);
+    let hung: Vec<(&str, i64)> = truth
+        .iter()
+        .filter_map(|j| j.fault.as_ref().map(|f| (j, f)))
+        .filter(|(_, f)| f.kind == "ecc_error")
+        .map(|(j, f)| (j.job.as_str(), f.onset))
+        .collect();
+    assert!(hung.len() >= 3, "only {} ECC jobs", hung.len());
+    let mut seen = 0;
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let t: i64 = f[0].parse().expect("time");
+        let Some((_, onset)) = hung.iter().find(|(j, _)| *j == f[1]) else {
+            continue;
+        };
+        // The shortest ECC timeout is 300 s; clocks are skewed by at most 5 s.
+        if f[3] == "ib_tx" && t > onset + 30 && t < onset + 290 {
+            assert!(f[4].parse::<f64>().expect("value") < 1e6, "{line}");
+            seen += 1;
+        }
+    }
+    assert!(seen > 20, "only {seen} rows inside hangs");
 }
 
 fn job(id: &str, fault: Option<(&str, i64)>, confounders: &[&str]) -> IndependentJob {
