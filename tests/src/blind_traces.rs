@@ -17,7 +17,7 @@
 //!
 //! # Confounders (drawn per job, each in most jobs; see [`CONFOUNDERS`])
 //! * `checkpoint`: every 8-25 min for 30-150 s. Sharded: every node's GPUs
-//!   idle, PCIe busy with device-to-host copies, disk writes 1-4 GB/s.
+//!   idle, PCIe busy with device-to-host copies, disk writes 0.8-2.5 GB/s.
 //!   Rank-0 only: rank 0 writes; the others wait in a barrier (either NCCL,
 //!   util stays high at low power, or gloo, util near 0).
 //! * `eval_phase`: every 12-30 min for 1-4 min: forward only, util ~75%,
@@ -31,7 +31,7 @@
 //! * `moe_imbalance`: each node's expert load swings ±5-20% with a 4-15 min
 //!   period and its own phase, so the hottest node moves.
 //! * `rank0_extra`: rank 0 (and a pipeline's last-stage node) has +10-30%
-//!   CPU, +20-80 GiB host memory, log and upload writes, slightly more power.
+//!   CPU, +50-110 GiB host memory, log and upload writes, slightly more power.
 //! * `node_offsets`: 1-3 nodes are 2-5% slower, ±3-7% power, +3-8 °C all life.
 //! * `partial_metrics`: 10-40% of nodes lack one group of metrics.
 //! * `unknown_metrics`: DCGM names, temperatures, NIC error counters.
@@ -41,7 +41,8 @@
 //! * `clock_skew`: each node's clock off by up to ±1-5 s.
 //! * `pfc_bursts`: 0.5-3% of samples carry a 20-200x pfc_pause/cnp spike.
 //! * `tenant_congestion`: the job's nodes under one leaf switch see 3-15 min
-//!   of another tenant's traffic: fabric 10-35% slower, pfc/cnp in thousands.
+//!   of another tenant's traffic: they run 3-12% slower (so the job does),
+//!   pfc/cnp in thousands.
 //! * `rack_throttle`: a hot aisle throttles one or two racks (4 nodes each)
 //!   for 5-20 min: SM clock -8-18%, temperature +8-15 °C.
 //!
@@ -51,8 +52,9 @@
 //!   (`gpu_util_min` 0); the rest hang in NCCL (util ~100, power low, fabric
 //!   silent) for a 5-25 min timeout, then the job exits or restarts without
 //!   the node after 1-3 min of reloading.
-//! * `pcie_downgrade`: the link trains at half or a quarter width: the node's
-//!   `pcie_tx` falls to that share, its GPUDirect traffic slows the job 10-35%.
+//! * `pcie_downgrade`: one GPU's link trains narrower: the node's `pcie_tx`
+//!   falls to 60-85%, its least busy GPU waits on copies (`gpu_util_min`
+//!   12-16 points lower), and its GPUDirect traffic slows the job 10-35%.
 //! * `nic_dropout`: one HCA goes: 70% NCCL hangs then times out (the node's
 //!   fabric goes first); 30% traffic moves over NVLink/PCIe to the other rails
 //!   and the job runs 15-25% slower.
@@ -61,7 +63,7 @@
 //! * `nvlink_error`: the node's NVLink traffic stops; the job hangs (80%) or
 //!   crawls at 30-50% over PCIe.
 //! * `aoc_cable_error`: a flapping cable: episodes of 30-120 s with the node's
-//!   fabric at 30-70%, pfc/cnp bursts and NIC errors; the job slows with it.
+//!   fabric at 50-80%, pfc/cnp bursts and NIC errors; the job slows with it.
 //! * Subtle (8-25% slower, no halt): `gpu_thermal_throttle` (clock down, hot),
 //!   `slow_host` (CPU pegged, GPUs under-fed), `degraded_link` (one rail slow).
 
@@ -142,7 +144,7 @@ pub struct IndependentSpec {
 }
 
 impl IndependentSpec {
-    /// The full size: 38 jobs of 30-90 min, up to 256 nodes, 2-4 M rows.
+    /// The full size: 38 jobs of 30-90 min, up to 256 nodes, 1-4 M rows (2.4 M on average).
     pub fn new(seed: u64) -> Self {
         IndependentSpec {
             seed,
