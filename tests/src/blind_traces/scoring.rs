@@ -105,12 +105,15 @@ pub fn score(jobs: &[IndependentJob], calls: &[Call]) -> Score {
     }
     let mut s = Score::default();
     let known: BTreeSet<&str> = jobs.iter().map(|j| j.job.as_str()).collect();
-    s.unknown_job_calls = calls
-        .iter()
-        .filter(|c| !known.contains(c.job.as_str()))
-        .map(|c| (&c.job, &c.node))
-        .collect::<BTreeSet<_>>()
-        .len();
+    let unknown = |drain_only: bool| {
+        calls
+            .iter()
+            .filter(|c| !known.contains(c.job.as_str()) && (c.drain || !drain_only))
+            .map(|c| (&c.job, &c.node))
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
+    s.unknown_job_calls = unknown(false);
     for job in jobs {
         let all = by_job.get(job.job.as_str()).cloned().unwrap_or_default();
         let drain: Vec<&Call> = all.iter().copied().filter(|c| c.drain).collect();
@@ -126,8 +129,10 @@ pub fn score(jobs: &[IndependentJob], calls: &[Call]) -> Score {
             s.per_kind.entry(f.kind.clone()).or_default().add(job, &all);
         }
     }
-    s.drain_on_healthy = s.drain.healthy_calls;
+    // A call on a job the truth does not know is a call on a healthy job.
     s.all.healthy_calls += s.unknown_job_calls;
+    s.drain.healthy_calls += unknown(true);
+    s.drain_on_healthy = s.drain.healthy_calls;
     s
 }
 

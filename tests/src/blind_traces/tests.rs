@@ -185,6 +185,11 @@ fn the_scorer_counts_right_wrong_early_and_healthy_calls_by_hand() {
         call("3", "n2", 800, false),  // healthy job, second node
         call("5", "n3", 620, false),  // right, 120 s, report tier only
     ];
+    let stray = [call("9", "n1", 100, true)];
+    let with_stray = score(&jobs, &[&calls[..], &stray[..]].concat());
+    assert_eq!(with_stray.unknown_job_calls, 1);
+    assert_eq!(with_stray.drain_on_healthy, 2);
+    assert_eq!(with_stray.all.false_calls(), 5);
     let s = score(&jobs, &calls);
     assert_eq!((s.all.jobs, s.all.faulty, s.all.detected), (5, 3, 2));
     assert_eq!(
