@@ -76,6 +76,12 @@ pub struct WatchSettings {
     /// call is reported (`lemon report`, the hooks, the JSON) and no node is
     /// drained.
     pub drain_score: f64,
+    /// A drain is never the first word: a call of the drain tier is first
+    /// reported, and the node is drained only once it has stayed at the
+    /// drain bar for this many seconds since (0: at once). A role's
+    /// episode (rank 0 writing a checkpoint while its peers wait) ends; a
+    /// broken machine does not, and NCCL's own timeout is 10 to 30 minutes.
+    pub drain_after_s: i64,
     /// Small jobs: unset (the default), their calls are reported and never
     /// drained: with two or three machines, the one that stands apart is as
     /// often the one waiting for a broken peer. Set, a call drains when the
@@ -137,6 +143,7 @@ impl Default for WatchSettings {
             small_job_drop: 0.5,
             small_job_sustain_s: 180,
             drain_score: 12.0,
+            drain_after_s: 180,
             small_job_drain_ratio: None,
             primary: names(&[
                 "gpu_util_min",

@@ -46,10 +46,14 @@ fn a_replayed_job_with_a_planted_ecc_fault_names_that_node_and_only_it_in_json()
     );
     let calls: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let calls = calls.as_array().unwrap();
-    assert_eq!(calls.len(), 1, "{calls:?}");
-    assert_eq!(calls[0]["job"], "4419021_7");
-    assert_eq!(calls[0]["node"], planted.node.as_str());
-    assert!(calls[0]["detected_at"].as_i64().unwrap() >= planted.onset);
+    // Reported, then drained once it held the drain bar (`drain_after_s`).
+    let tiers: Vec<&str> = calls.iter().map(|c| c["tier"].as_str().unwrap()).collect();
+    assert_eq!(tiers, ["report", "drain"], "{calls:?}");
+    for call in calls {
+        assert_eq!(call["job"], "4419021_7");
+        assert_eq!(call["node"], planted.node.as_str());
+        assert!(call["detected_at"].as_i64().unwrap() >= planted.onset);
+    }
     assert!(
         !dir.path().join("lemon.db").exists(),
         "a replay needs no database"

@@ -235,7 +235,7 @@ fn hash01(a: u64, b: u64) -> f64 {
 mod model;
 mod scoring;
 
-pub use scoring::{score, Call, Score};
+pub use scoring::{score, Call, Score, Tally};
 
 /// The truth of a spec without rendering its rows (cheap).
 pub fn truth(spec: &IndependentSpec) -> Vec<IndependentJob> {

@@ -24,7 +24,7 @@ mod replay;
 mod sample;
 mod stats;
 
-pub use detection::{Detection, Tier};
+pub use detection::{first_calls, Detection, Tier};
 pub use detector::{Counts, Detector, OutOfOrder};
 pub use input::InputError;
 pub use replay::{replay, ReplayError, ReplayOutcome};

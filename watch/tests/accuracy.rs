@@ -9,8 +9,15 @@ use lemonade_watch::{Config, Detector, Sample, Tier};
 
 const HELD_OUT: u64 = 1_000_000;
 
+/// Each node's first call (a node reported, then drained, is one call).
 fn calls_on(trace: &JobTrace) -> Vec<Call> {
-    tiered_calls_on(trace).into_iter().map(|(c, _)| c).collect()
+    let mut calls: Vec<Call> = Vec::new();
+    for (c, _) in tiered_calls_on(trace) {
+        if !calls.iter().any(|k| k.job == c.job && k.node == c.node) {
+            calls.push(c);
+        }
+    }
+    calls
 }
 
 /// Each call with its tier.
@@ -82,7 +89,7 @@ fn on_held_out_seeds_the_drain_tier_drains_no_healthy_node_and_most_faults() {
         .filter(|(_, t)| *t == Tier::Drain)
         .map(|(c, _)| c.clone())
         .collect();
-    let all: Vec<Call> = tiered.into_iter().map(|(c, _)| c).collect();
+    let all: Vec<Call> = traces.iter().flat_map(calls_on).collect();
     let (d, a) = (score(&traces, &drains), score(&traces, &all));
     println!(
         "held out, drain tier: precision {:.3} recall {:.3} ({} found, {} false); both tiers: precision {:.3} recall {:.3} ({} found, {} false)",
@@ -90,7 +97,9 @@ fn on_held_out_seeds_the_drain_tier_drains_no_healthy_node_and_most_faults() {
         a.precision, a.recall, a.true_positives, a.false_positives
     );
     assert_eq!(d.false_positives, 0, "{:#?}", d.mistakes);
-    assert!(d.recall >= 0.7, "drain-tier recall {:.3}", d.recall);
+    // A drain waits `drain_after_s` (180 s) after the report: faults whose
+    // job ends sooner are reported and not drained.
+    assert!(d.recall >= 0.65, "drain-tier recall {:.3}", d.recall);
 }
 
 #[test]
@@ -229,29 +238,65 @@ fn with_issue_45s_confounders_the_drain_tier_drains_no_healthy_job() {
 
 #[test]
 fn a_call_below_the_drain_bars_is_of_the_report_tier_and_the_same_call_above_them_drains() {
-    // A small job drains only where the site set `small_job_drain_ratio`.
+    // A small job drains only where the site set `small_job_drain_ratio`,
+    // and at once: its rule already asks for a sustained drop.
     let opted_in = Config {
         small_job_drain_ratio: Some(3.0),
         ..Config::default()
     };
-    for (seed, nodes, config) in [
-        (HELD_OUT + 40_000, 3, opted_in),
-        (HELD_OUT + 40_002, 16, Config::default()),
-    ] {
-        let trace = ecc_job(seed, nodes);
-        let default = tiered_calls_with(&trace, config.clone());
-        assert_eq!(default.len(), 1, "{nodes} nodes: {default:?}");
-        assert_eq!(default[0].1, Tier::Drain, "{nodes} nodes");
-        let high = Config {
-            drain_score: f64::INFINITY,
-            small_job_drain_ratio: Some(f64::INFINITY),
-            ..config
-        };
-        let reported = tiered_calls_with(&trace, high);
-        assert_eq!(reported.len(), 1, "{nodes} nodes: the call is still made");
-        assert_eq!(reported[0].0, default[0].0);
-        assert_eq!(reported[0].1, Tier::Report, "{nodes} nodes");
-    }
+    let trace = ecc_job(HELD_OUT + 40_000, 3);
+    let calls = tiered_calls_with(&trace, opted_in.clone());
+    assert_eq!(calls.len(), 1, "3 nodes: {calls:?}");
+    assert_eq!(calls[0].1, Tier::Drain);
+    let high = Config {
+        small_job_drain_ratio: Some(f64::INFINITY),
+        ..opted_in
+    };
+    let reported = tiered_calls_with(&trace, high);
+    assert_eq!(reported.len(), 1, "the call is still made");
+    assert_eq!((&reported[0].0, reported[0].1), (&calls[0].0, Tier::Report));
+    // A job of 16: the same call is reported, and drained only after the
+    // node held the drain bar for `drain_after_s`.
+    let trace = ecc_job(HELD_OUT + 40_002, 16);
+    let calls = tiered_calls_on(&trace);
+    let tiers: Vec<Tier> = calls.iter().map(|(_, t)| *t).collect();
+    assert_eq!(tiers, [Tier::Report, Tier::Drain], "{calls:?}");
+    assert_eq!(calls[0].0.node, calls[1].0.node);
+    let waited = calls[1].0.detected_at - calls[0].0.detected_at;
+    let cfg = Config::default();
+    assert!(waited >= cfg.drain_after_s - cfg.interval_s, "{waited} s");
+    let high = Config {
+        drain_score: f64::INFINITY,
+        ..Config::default()
+    };
+    let reported = tiered_calls_with(&trace, high);
+    assert_eq!(reported.len(), 1, "the call is still made: {reported:?}");
+    assert_eq!((&reported[0].0, reported[0].1), (&calls[0].0, Tier::Report));
+}
+
+#[test]
+fn a_node_that_leaves_the_drain_bar_before_drain_after_s_is_reported_and_not_drained() {
+    let trace = ecc_job(HELD_OUT + 40_002, 16);
+    let calls = tiered_calls_on(&trace);
+    let waited = calls[1].0.detected_at - calls[0].0.detected_at;
+    // The same trace, with the drain asked for after longer than the fault
+    // held the node at the bar before the job's samples end.
+    let patient = Config {
+        drain_after_s: 3000,
+        ..Config::default()
+    };
+    let reported = tiered_calls_with(&trace, patient);
+    assert!(waited < 3000);
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!(reported[0].1, Tier::Report);
+    // And with no wait, the first call drains.
+    let at_once = Config {
+        drain_after_s: 0,
+        ..Config::default()
+    };
+    let drained = tiered_calls_with(&trace, at_once);
+    assert_eq!(drained.len(), 1, "{drained:?}");
+    assert_eq!((&drained[0].0, drained[0].1), (&calls[0].0, Tier::Drain));
 }
 
 #[test]
@@ -290,8 +335,10 @@ fn evidence_from_host_or_unknown_metrics_alone_makes_no_call() {
         fault: Some(FaultKind::Ecc),
     });
     let default = tiered_calls_on(&trace);
-    assert_eq!(default.len(), 1, "{default:?}");
-    assert_eq!(default[0].1, Tier::Drain);
+    assert!(
+        default.iter().any(|(_, t)| *t == Tier::Drain),
+        "{default:?}"
+    );
     let no_primary = Config {
         primary: Vec::new(),
         secondary_weight: 0.9,

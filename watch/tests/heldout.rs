@@ -8,24 +8,15 @@
 use lemonade_tests::heldout_traces::{
     generate, score, Call, IndependentJob, IndependentSpec, Tally,
 };
-use lemonade_watch::{replay, Config, Tier};
+use lemonade_watch::{first_calls, replay, Config, Detection, Tier};
 
 /// The calls of the default detector over one generated replay file, read
 /// as `lemon watch --replay` reads it.
-fn calls_on(seed: u64) -> (Vec<IndependentJob>, Vec<Call>) {
+fn calls_on(seed: u64) -> (Vec<IndependentJob>, (Vec<Call>, Vec<Call>)) {
     let mut bytes = Vec::new();
     let jobs = generate(&IndependentSpec::new(seed), &mut bytes).expect("generate");
     let outcome = replay(bytes.as_slice(), &Config::default()).expect("a well-formed replay file");
-    let calls = outcome
-        .detections
-        .into_iter()
-        .map(|d| Call {
-            drain: d.tier == Tier::Drain,
-            job: d.job,
-            node: d.node,
-            detected_at: d.detected_at,
-        })
-        .collect();
+    let calls = calls_of(&outcome.detections);
     (jobs, calls)
 }
 
@@ -61,10 +52,9 @@ fn on_twenty_held_out_seeds_report_both_tiers() {
     let (mut both, mut drain) = (Tally::default(), Tally::default());
     let mut last = None;
     for seed in 1..21 {
-        let (truth, calls) = calls_on(seed);
+        let (truth, (calls, drains)) = calls_on(seed);
         let all = score(&truth, &calls);
         add(&mut both, &all.overall);
-        let drains: Vec<Call> = calls.into_iter().filter(|c| c.drain).collect();
         add(&mut drain, &score(&truth, &drains).overall);
         last = Some(all);
     }
@@ -74,4 +64,21 @@ fn on_twenty_held_out_seeds_report_both_tiers() {
         line("drain tier", &drain),
         last.expect("seeds")
     );
+}
+
+/// Each node's first call, marked `drain` if any of its calls was of the
+/// drain tier (the "both tiers" figures), then every drain-tier call at its
+/// own time (the drain tier's).
+fn calls_of(detections: &[Detection]) -> (Vec<Call>, Vec<Call>) {
+    let call = |d: &Detection, drain: bool| Call {
+        drain,
+        job: d.job.clone(),
+        node: d.node.clone(),
+        detected_at: d.detected_at,
+    };
+    let first = first_calls(detections)
+        .into_iter()
+        .map(|(d, drain)| call(d, drain));
+    let drains = detections.iter().filter(|d| d.tier == Tier::Drain);
+    (first.collect(), drains.map(|d| call(d, true)).collect())
 }

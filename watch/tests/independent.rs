@@ -10,24 +10,15 @@
 use lemonade_tests::independent_traces::{
     generate, score, Call, IndependentJob, IndependentSpec, Score, Tally,
 };
-use lemonade_watch::{replay, Config, Tier};
+use lemonade_watch::{first_calls, replay, Config, Detection, Tier};
 
 /// The calls of the default detector over one generated replay file, read
 /// as `lemon watch --replay` reads it.
-fn calls_on(spec: &IndependentSpec) -> (Vec<IndependentJob>, Vec<Call>) {
+fn calls_on(spec: &IndependentSpec) -> (Vec<IndependentJob>, (Vec<Call>, Vec<Call>)) {
     let mut bytes = Vec::new();
     let jobs = generate(spec, &mut bytes).expect("generate");
     let outcome = replay(bytes.as_slice(), &Config::default()).expect("a well-formed replay file");
-    let calls = outcome
-        .detections
-        .into_iter()
-        .map(|d| Call {
-            drain: d.tier == Tier::Drain,
-            job: d.job,
-            node: d.node,
-            detected_at: d.detected_at,
-        })
-        .collect();
+    let calls = calls_of(&outcome.detections);
     (jobs, calls)
 }
 
@@ -38,7 +29,7 @@ fn evaluate(seeds: impl Iterator<Item = u64>, jobs: usize) -> (Tally, Tally, Sco
     for seed in seeds {
         let mut spec = IndependentSpec::new(seed);
         spec.jobs = jobs;
-        let (truth, calls) = calls_on(&spec);
+        let (truth, (calls, drains)) = calls_on(&spec);
         let all = score(&truth, &calls);
         both.add(&all.all);
         for (k, t) in &all.by_confounder {
@@ -47,7 +38,6 @@ fn evaluate(seeds: impl Iterator<Item = u64>, jobs: usize) -> (Tally, Tally, Sco
         for (k, t) in &all.by_kind {
             by.by_kind.entry(k.clone()).or_default().add(t);
         }
-        let drains: Vec<Call> = calls.into_iter().filter(|c| c.drain).collect();
         drain.add(&score(&truth, &drains).all);
     }
     by.all = both.clone();
@@ -79,4 +69,21 @@ fn on_twenty_independent_seeds_report_both_tiers_per_confounder() {
         line("both tiers", &both),
         line("drain tier", &drain)
     );
+}
+
+/// Each node's first call, marked `drain` if any of its calls was of the
+/// drain tier (the "both tiers" figures), then every drain-tier call at its
+/// own time (the drain tier's).
+fn calls_of(detections: &[Detection]) -> (Vec<Call>, Vec<Call>) {
+    let call = |d: &Detection, drain: bool| Call {
+        drain,
+        job: d.job.clone(),
+        node: d.node.clone(),
+        detected_at: d.detected_at,
+    };
+    let first = first_calls(detections)
+        .into_iter()
+        .map(|(d, drain)| call(d, drain));
+    let drains = detections.iter().filter(|d| d.tier == Tier::Drain);
+    (first.collect(), drains.map(|d| call(d, true)).collect())
 }

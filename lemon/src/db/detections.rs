@@ -20,13 +20,20 @@ pub struct DetectionRow {
     pub dry_run: bool,
 }
 
-/// Records a detection; a second one of the same job, node and mode is
-/// ignored (false).
+/// Records a detection (false: already recorded). One row per job, node
+/// and mode: a second detection is ignored, except that a node's call that
+/// was only `reported` is replaced by what a later drain-tier call of it did.
 pub fn insert(conn: &Connection, d: &DetectionRow) -> Result<bool> {
     let n = conn.execute(
-        "INSERT OR IGNORE INTO watch_detections
+        "INSERT INTO watch_detections
          (at, job, node, detected_at, metrics, score, action, reason, evidence, dry_run)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (job, node, dry_run) DO UPDATE SET
+             at = excluded.at, detected_at = excluded.detected_at,
+             metrics = excluded.metrics, score = excluded.score,
+             action = excluded.action, reason = excluded.reason,
+             evidence = excluded.evidence
+         WHERE watch_detections.action = 'reported' AND excluded.action != 'reported'",
         params![
             d.at,
             d.job,
@@ -121,5 +128,46 @@ mod tests {
         let all = recent(&conn, 10).unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!(all[0], row);
+    }
+
+    #[test]
+    fn a_reported_call_is_replaced_by_the_drain_that_followed_it_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(
+            &dir.path().join("lemon.db"),
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let mut row = DetectionRow {
+            at: 100,
+            job: "7".into(),
+            node: "n2".into(),
+            detected_at: 90,
+            metrics: "[\"gpu_util\"]".into(),
+            score: 9.5,
+            action: "reported".into(),
+            reason: "lemon: j7 gutl OUTLIER gpu_util".into(),
+            evidence: "[]".into(),
+            dry_run: false,
+        };
+        assert!(insert(&conn, &row).unwrap());
+        assert!(!insert(&conn, &row).unwrap(), "a second report is ignored");
+        row.action = "drained".into();
+        row.at = 300;
+        assert!(insert(&conn, &row).unwrap());
+        assert_eq!(
+            action_of(&conn, "7", "n2", false).unwrap().as_deref(),
+            Some("drained")
+        );
+        row.action = "reported".into();
+        assert!(
+            !insert(&conn, &row).unwrap(),
+            "a drain is never overwritten"
+        );
+        let all = recent(&conn, 10).unwrap();
+        assert_eq!(
+            (all.len(), all[0].at, all[0].action.as_str()),
+            (1, 300, "drained")
+        );
     }
 }

@@ -92,10 +92,12 @@ pub fn respond(
         .iter()
         .filter(|c| {
             let d = &c.detection;
-            !matches!(
-                detections::action_of(conn, &d.job, &d.node, p.dry_run),
-                Ok(Some(_))
-            )
+            match detections::action_of(conn, &d.job, &d.node, p.dry_run) {
+                // A node first reported is drained when its drain-tier call
+                // follows (`[watch] drain_after_s`), where draining is on.
+                Ok(Some(done)) => done == "reported" && p.drain && d.tier == Tier::Drain,
+                _ => true,
+            }
         })
         .collect();
     let (late, fresh): (Vec<&Called>, Vec<&Called>) = fresh
@@ -406,6 +408,37 @@ mod tests {
             &params(&gone, &lemon, &hooks, now)
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_node_reported_first_is_drained_when_its_drain_tier_call_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("l.db"), Duration::from_secs(1)).unwrap();
+        let (lemon, hooks) = (LemonSettings::default(), HooksSettings::default());
+        let now = 1_800_000_000;
+        let sinfo = slurm(&dir.path().join("bin"), true);
+        let mut first = call("b", now - 10);
+        first.detection.tier = Tier::Report;
+        let out = respond(
+            &conn,
+            &[first.clone()],
+            &params(&sinfo, &lemon, &hooks, now),
+        )
+        .unwrap();
+        assert_eq!(out[0].action, Action::Reported);
+        // The same report again (a restarted service) is not acted on twice.
+        let again = respond(&conn, &[first], &params(&sinfo, &lemon, &hooks, now + 10));
+        assert!(again.unwrap().is_empty());
+        let later = call("b", now + 170);
+        let out = respond(&conn, &[later], &params(&sinfo, &lemon, &hooks, now + 180)).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].action, Action::WouldDrain, "{out:?}");
+        assert_eq!(
+            detections::action_of(&conn, "7", "b", true)
+                .unwrap()
+                .as_deref(),
+            Some("would_drain")
+        );
     }
 
     #[test]

@@ -70,10 +70,14 @@ impl MetricBaseline {
         let value = |t: usize, node: usize| Some(at(t, node)).filter(|v| !v.is_nan());
         let own = per_node(&value, &mut scratch);
         // Ratios to the same step's level: phases the whole job went
-        // through during the window cancel.
+        // through during the window cancel. Steps when the job was far from
+        // its usual level (a stall that nodes leave at different times) teach
+        // no offset: a node back at work while the rest still wait would
+        // learn to be ten times its peers.
+        let usual = |t: usize| log_ratio(levels[t], level, floor).abs() <= UNSTEADY_LOG_RATIO;
         let ratio_at = |t: usize, node: usize| {
             value(t, node)
-                .filter(|_| levels[t] > 0.0)
+                .filter(|_| levels[t] > 0.0 && usual(t))
                 .map(|v| v / levels[t])
         };
         let mut ratio = per_node(&ratio_at, &mut scratch);
@@ -162,6 +166,17 @@ mod tests {
         steps.push(vec![95.0, 95.0, 95.0, 95.0]);
         let b = MetricBaseline::learn(&steps, 0.05).unwrap();
         assert!(b.expected(3, 95.0).abs() < 0.01, "{}", b.expected(3, 95.0));
+    }
+
+    #[test]
+    fn a_node_seen_only_while_it_worked_and_the_job_still_stalled_learns_no_offset() {
+        // The job stalls (level 10) at the window's start; node 3 is back at
+        // work first, then its exporter falls silent for the rest.
+        let mut steps = vec![vec![10.0, 10.0, 10.0, 100.0]; 3];
+        steps.extend(vec![vec![100.0, 100.0, 100.0, f64::NAN]; 9]);
+        let b = MetricBaseline::learn(&steps, 0.05).unwrap();
+        assert!(!b.placed(3));
+        assert_eq!(b.expected(3, 100.0), b.expected(0, 100.0));
     }
 
     #[test]

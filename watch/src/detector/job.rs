@@ -25,6 +25,8 @@ struct Evidence {
     placed_score: f64,
     /// The combined distance over those of them that are of the node's own work.
     placed_own_work: f64,
+    /// The combined distance over every metric (0 without a primary one).
+    combined: f64,
 }
 
 impl Evidence {
@@ -78,8 +80,13 @@ pub struct Job {
     drained: bool,
     /// Small jobs: since when each node has been flagged without a break.
     flagged_since: Vec<Option<i64>>,
-    /// `values[metric * nodes + node]` of the current step.
+    /// Reported nodes watched for a drain: the steps in a row each has held
+    /// the drain bar.
+    held_bar: Vec<Option<u32>>,
+    /// `values[metric * nodes + node]` of the current step; NaN for called nodes.
     values: Vec<f64>,
+    /// The same for called nodes only, judged against the others' levels.
+    called_values: Vec<f64>,
 }
 
 /// Buffers shared by every job's steps.
@@ -108,7 +115,9 @@ impl Job {
             recent_levels: VecDeque::new(),
             drained: false,
             flagged_since: Vec::new(),
+            held_bar: Vec::new(),
             values: Vec::new(),
+            called_values: Vec::new(),
         }
     }
 
@@ -142,6 +151,7 @@ impl Job {
         self.series.push(Vec::new());
         self.called.push(false);
         self.flagged_since.push(None);
+        self.held_bar.push(None);
         i
     }
 
@@ -191,18 +201,23 @@ impl Job {
         }
     }
 
-    /// Fills `values` with each node's denoised value; NaN for missing or called nodes.
+    /// Fills `values` with each node's denoised value (NaN for missing or
+    /// called nodes) and `called_values` with the called nodes'.
     fn snapshot(&mut self, end: i64, cfg: &WatchSettings) {
         let nodes = self.nodes.len();
-        self.values.clear();
-        self.values.resize(self.metrics.len() * nodes, f64::NAN);
+        for buffer in [&mut self.values, &mut self.called_values] {
+            buffer.clear();
+            buffer.resize(self.metrics.len() * nodes, f64::NAN);
+        }
         for (node, row) in self.series.iter().enumerate() {
-            if self.called[node] {
-                continue;
-            }
+            let into = if self.called[node] {
+                &mut self.called_values
+            } else {
+                &mut self.values
+            };
             for (metric, series) in row.iter().enumerate() {
                 if let Some(v) = series.denoised(end, cfg.stale_s) {
-                    self.values[metric * nodes + node] = v;
+                    into[metric * nodes + node] = v;
                 }
             }
         }
@@ -251,6 +266,9 @@ impl Job {
         self.note_phase(cfg, &scratch.peers.levels);
         let settling = self.settling > 0;
         self.settling = self.settling.saturating_sub(1);
+        if !settling && self.escalate(trigger, cfg, &scratch.peers, out) {
+            return;
+        }
         // Across a shared phase edge, a node whose clock lags still shows
         // the level before it: it counts only if it stands out from that too.
         // Either way the edge neither makes nor breaks continuity.
@@ -272,7 +290,9 @@ impl Job {
         if count < cfg.continuity_steps {
             return;
         }
-        let evidence = self.evidence_of(candidate.node, &scratch.peers.evidence);
+        let evidence = self.evidence_of_node(candidate.node, |i| {
+            scratch.peers.evidence[i * nodes + candidate.node]
+        });
         // Minder's metric priority: host load and metrics the detector does
         // not know say something is different about the node, not that its
         // share of the job failed, so alone they make no call. The network's
@@ -284,9 +304,11 @@ impl Job {
         if !evidence.primary || fabric_only {
             return;
         }
-        let tier = if evidence.drains(cfg) {
+        let drains = evidence.drains(cfg);
+        let tier = if drains && cfg.drain_after_s <= 0 {
             Tier::Drain
         } else {
+            self.held_bar[candidate.node] = Some(u32::from(drains));
             Tier::Report
         };
         let metrics = evidence.metrics;
@@ -298,16 +320,98 @@ impl Job {
         );
     }
 
-    /// What the evidence against `node` says, metric by metric.
-    fn evidence_of(&self, node: usize, evidence: &[f64]) -> Evidence {
+    /// Judges the reported nodes against this step's levels of the others:
+    /// one that has held the drain bar for `drain_after_s` is called again,
+    /// with the drain tier, if it stands alone: while another reported node
+    /// is at the bar within `uniqueness` of it, neither drains (a hung job's
+    /// broken machine and a rank 0 whose role shows in the hang). A step
+    /// with nothing to judge a node on (its samples missing, the job in a
+    /// shared phase) neither counts nor breaks its run. Returns whether a
+    /// node was drained.
+    fn escalate(
+        &mut self,
+        trigger: i64,
+        cfg: &WatchSettings,
+        step: &peers::Scratch,
+        out: &mut Vec<Detection>,
+    ) -> bool {
+        let needed = ((cfg.drain_after_s + cfg.interval_s - 1) / cfg.interval_s).max(1);
+        let mut at_bar: Vec<(usize, Evidence)> = Vec::new();
+        for node in 0..self.nodes.len() {
+            let Some(held) = self.held_bar[node] else {
+                continue;
+            };
+            let Some(evidence) = self.called_evidence(node, cfg, step) else {
+                continue;
+            };
+            let drains = evidence.drains(cfg);
+            self.held_bar[node] = Some(if drains { held + 1 } else { 0 });
+            if drains {
+                at_bar.push((node, evidence));
+            }
+        }
+        at_bar.sort_by(|a, b| b.1.combined.total_cmp(&a.1.combined));
+        let mut at_bar = at_bar.into_iter();
+        let Some((node, evidence)) = at_bar.next() else {
+            return false;
+        };
+        let alone = at_bar
+            .next()
+            .is_none_or(|(_, second)| second.combined < cfg.uniqueness * evidence.combined);
+        if !alone || self.held_bar[node].is_none_or(|held| i64::from(held) < needed) {
+            return false;
+        }
+        let score = evidence.combined;
+        self.call(node, trigger, (evidence.metrics, score, Tier::Drain), out);
+        true
+    }
+
+    /// A called node's evidence against the others' levels at this step, as
+    /// [`peers::step`] weighs it; `None` when no metric of its own work can
+    /// be compared.
+    fn called_evidence(
+        &self,
+        node: usize,
+        cfg: &WatchSettings,
+        step: &peers::Scratch,
+    ) -> Option<Evidence> {
         let nodes = self.nodes.len();
+        let mut judged = false;
+        let mut weighed = Vec::new();
+        for (i, (m, metric, baseline)) in self.learned_metrics().enumerate() {
+            let (level, spread, centre) = (step.levels[i], step.spreads[i], step.centres[i]);
+            let v = self.called_values[m * nodes + node];
+            if level.is_nan()
+                || v.is_nan()
+                || peers::in_shared_phase(&metric.rule, baseline, level, cfg)
+            {
+                weighed.push(0.0);
+                continue;
+            }
+            judged |= metric.rule.own_work();
+            let residual =
+                peers::log_ratio(v, level, baseline.floor) - baseline.expected(node, level);
+            let alarm = metric.rule.alarm((residual - centre) / spread);
+            weighed.push(if alarm >= cfg.evidence_z {
+                metric.rule.weight * alarm
+            } else {
+                0.0
+            });
+        }
+        judged.then(|| self.evidence_of_node(node, |i| weighed[i]))
+    }
+
+    /// What the evidence against `node` says, metric by metric: `evidence(i)`
+    /// is its weighed distance on the `i`th learned metric.
+    fn evidence_of_node(&self, node: usize, evidence: impl Fn(usize) -> f64) -> Evidence {
         let mut named: Vec<(usize, &str)> = Vec::new();
         let mut out = Evidence::default();
         for (i, (_, metric, baseline)) in self.learned_metrics().enumerate() {
-            let e = evidence[i * nodes + node];
+            let e = evidence(i);
             if e <= 0.0 {
                 continue;
             }
+            out.combined += e * e;
             named.push((metric.rule.rank, &metric.name));
             out.primary |= metric.rule.weight >= 1.0;
             out.own_work |= metric.rule.own_work();
@@ -322,6 +426,11 @@ impl Job {
         out.metrics = named.into_iter().map(|(_, n)| n.to_string()).collect();
         out.placed_score = out.placed_score.sqrt();
         out.placed_own_work = out.placed_own_work.sqrt();
+        out.combined = if out.primary {
+            out.combined.sqrt()
+        } else {
+            0.0
+        };
         out
     }
 

@@ -15,7 +15,7 @@ mod small;
 
 pub use rules::{Direction, MetricRule};
 
-use crate::{Detection, Sample};
+use crate::{Detection, Sample, Tier};
 use job::{Job, StepScratch};
 use lemonade_config::WatchSettings;
 use std::collections::{HashMap, HashSet};
@@ -50,8 +50,8 @@ pub struct Detector {
     cfg: WatchSettings,
     jobs: Vec<Job>,
     job_index: HashMap<Box<str>, usize>,
-    /// (job, node) pairs already called, kept after their job is forgotten.
-    called: HashSet<(String, String)>,
+    /// (job, node, tier) already called, kept after their job is forgotten.
+    called: HashSet<(String, String, Tier)>,
     clock: Option<i64>,
     /// The end of the step now open.
     step_end: Option<i64>,
@@ -150,7 +150,8 @@ impl Detector {
         let called = &mut self.called;
         let mut i = first;
         while i < out.len() {
-            if called.insert((out[i].job.clone(), out[i].node.clone())) {
+            let key = (out[i].job.clone(), out[i].node.clone(), out[i].tier);
+            if called.insert(key) {
                 i += 1;
             } else {
                 out.remove(i);

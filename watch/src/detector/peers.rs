@@ -40,6 +40,8 @@ pub struct Scratch {
     pub levels: Vec<f64>,
     /// The spread per metric (NaN with too few nodes).
     pub spreads: Vec<f64>,
+    /// The median residual per metric (NaN with too few nodes).
+    pub centres: Vec<f64>,
 }
 
 /// The outcome of a step: the farthest node, if it stands alone.
@@ -65,15 +67,18 @@ pub fn step(
     scratch.evidence.resize(metrics.len() * nodes, 0.0);
     scratch.levels.clear();
     scratch.spreads.clear();
+    scratch.centres.clear();
     for (m, metric) in metrics.iter().enumerate() {
         let Some((level, centre, spread)) = residuals(metric, cfg, scratch) else {
             scratch.levels.push(f64::NAN);
             scratch.spreads.push(f64::NAN);
+            scratch.centres.push(f64::NAN);
             continue;
         };
         scratch.levels.push(level);
         scratch.spreads.push(spread);
-        if in_shared_phase(metric, level, cfg) {
+        scratch.centres.push(centre);
+        if in_shared_phase(metric.rule, metric.baseline, level, cfg) {
             continue;
         }
         for (node, r) in scratch.residual.iter().enumerate() {
@@ -139,9 +144,13 @@ fn residuals(
 /// falls with a fault (a checkpoint, an evaluation, a stall, the network of a
 /// hung job): then every node is near the floor, and which one is lowest
 /// says nothing about its machine. The metric gives no evidence meanwhile.
-fn in_shared_phase(metric: &MetricStep<'_>, level: f64, cfg: &WatchSettings) -> bool {
-    metric.rule.direction == Direction::Falls
-        && level < cfg.shared_phase_fraction * metric.baseline.level
+pub fn in_shared_phase(
+    rule: &MetricRule,
+    baseline: &MetricBaseline,
+    level: f64,
+    cfg: &WatchSettings,
+) -> bool {
+    rule.direction == Direction::Falls && level < cfg.shared_phase_fraction * baseline.level
 }
 
 /// How many times the job's level `value` is, on a log scale, with `floor`
