@@ -18,8 +18,18 @@ fn calls(
     metrics: &[&str],
     value: impl Fn(usize, i64, &str) -> f64,
 ) -> Vec<Detection> {
+    calls_of(NODES, minutes, metrics, value)
+}
+
+/// [`calls`] for a job of `nodes` nodes.
+fn calls_of(
+    nodes: usize,
+    minutes: i64,
+    metrics: &[&str],
+    value: impl Fn(usize, i64, &str) -> f64,
+) -> Vec<Detection> {
     let mut detector = Detector::new(Config::default());
-    let names: Vec<String> = (0..NODES).map(|n| format!("node{n:02}")).collect();
+    let names: Vec<String> = (0..nodes).map(|n| format!("node{n:02}")).collect();
     let mut out = Vec::new();
     for t in (0..minutes * 60).step_by(10) {
         for (node, name) in names.iter().enumerate() {
@@ -141,6 +151,18 @@ fn after_a_drain_the_job_makes_no_further_call() {
         _ => 80.0,
     };
     let got = calls(20, &["gpu_util"], wake);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node02", Tier::Report), ("node02", Tier::Drain)],
+        "{got:?}"
+    );
+}
+
+#[test]
+fn in_a_four_node_job_the_reported_node_is_judged_against_the_three_left_and_drained() {
+    let dies = |node: usize, t: i64, _: &str| if node == 2 && t >= 480 { 0.0 } else { 80.0 };
+    let got = calls_of(4, 20, &["gpu_util"], dies);
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(
         called,

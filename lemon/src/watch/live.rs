@@ -143,6 +143,7 @@ fn feed(w: &mut JobWatch, job: &str, samples: &[super::OwnedSample], called: &mu
 mod tests {
     use super::*;
     use crate::watch::OwnedSample;
+    use lemonade_watch::Tier;
     use std::cell::RefCell;
 
     /// Samples of 4 nodes every 10 s up to `until`; node `d` collapses from `fault_at`.
@@ -203,8 +204,12 @@ mod tests {
         *source.until.borrow_mut() = 900;
         let second = watcher.poll(&[job("7")], &source, 900).unwrap();
         let all: Vec<_> = first.called.iter().chain(&second.called).collect();
-        assert_eq!(all.len(), 1, "{all:?}");
-        assert_eq!(all[0].detection.node, "d");
+        // Reported once, drained once: never a call twice over two polls.
+        let tiers: Vec<_> = all
+            .iter()
+            .map(|c| (c.detection.node.as_str(), c.detection.tier))
+            .collect();
+        assert_eq!(tiers, [("d", Tier::Report), ("d", Tier::Drain)], "{all:?}");
         assert!(all[0].evidence[0].peers_median.unwrap() > all[0].evidence[0].node_value.unwrap());
         assert_eq!(
             source.asked.borrow()[1],

@@ -217,7 +217,10 @@ fn report_only(called: &Called) -> Response {
             "drain tier (score {}); [watch.service] drain is off: reported, not drained",
             d.score
         ),
-        Tier::Report => format!("report tier: score {} below the drain bar", d.score),
+        Tier::Report => format!(
+            "report tier (score {}): drained only once it holds the drain bar for [watch] drain_after_s",
+            d.score
+        ),
     };
     Response {
         job: d.job.clone(),

@@ -93,6 +93,9 @@ pub struct Job {
 #[derive(Debug, Default)]
 pub struct StepScratch {
     peers: peers::Scratch,
+    /// For judging reported nodes: buffers, and per metric the others' level, centre and spread.
+    reference: peers::Scratch,
+    references: Vec<Option<(f64, f64, f64)>>,
     drops: Vec<(usize, f64)>,
 }
 
@@ -266,7 +269,7 @@ impl Job {
         self.note_phase(cfg, &scratch.peers.levels);
         let settling = self.settling > 0;
         self.settling = self.settling.saturating_sub(1);
-        if !settling && self.escalate(trigger, cfg, &scratch.peers, out) {
+        if !settling && self.escalate(trigger, cfg, scratch, out) {
             return;
         }
         // Across a shared phase edge, a node whose clock lags still shows
@@ -332,10 +335,15 @@ impl Job {
         &mut self,
         trigger: i64,
         cfg: &WatchSettings,
-        step: &peers::Scratch,
+        scratch: &mut StepScratch,
         out: &mut Vec<Detection>,
     ) -> bool {
+        if self.held_bar.iter().all(Option::is_none) {
+            return false;
+        }
         let needed = ((cfg.drain_after_s + cfg.interval_s - 1) / cfg.interval_s).max(1);
+        self.references(cfg, scratch);
+        let step = &scratch.references;
         let mut at_bar: Vec<(usize, Evidence)> = Vec::new();
         for node in 0..self.nodes.len() {
             let Some(held) = self.held_bar[node] else {
@@ -366,28 +374,42 @@ impl Job {
         true
     }
 
-    /// A called node's evidence against the others' levels at this step, as
-    /// [`peers::step`] weighs it; `None` when no metric of its own work can
-    /// be compared.
+    /// Each learned metric's level, centre and spread among the nodes not
+    /// called, into `scratch.references`.
+    fn references(&self, cfg: &WatchSettings, scratch: &mut StepScratch) {
+        let nodes = self.nodes.len();
+        scratch.references.clear();
+        for (m, metric, baseline) in self.learned_metrics() {
+            let step = MetricStep {
+                rule: &metric.rule,
+                baseline,
+                values: &self.values[m * nodes..(m + 1) * nodes],
+            };
+            let r = peers::reference(&step, cfg, &mut scratch.reference);
+            scratch.references.push(r);
+        }
+    }
+
+    /// A called node's evidence against the others' `references` at this
+    /// step, as [`peers::step`] weighs it; `None` when no metric of its own
+    /// work can be compared.
     fn called_evidence(
         &self,
         node: usize,
         cfg: &WatchSettings,
-        step: &peers::Scratch,
+        references: &[Option<(f64, f64, f64)>],
     ) -> Option<Evidence> {
         let nodes = self.nodes.len();
         let mut judged = false;
         let mut weighed = Vec::new();
         for (i, (m, metric, baseline)) in self.learned_metrics().enumerate() {
-            let (level, spread, centre) = (step.levels[i], step.spreads[i], step.centres[i]);
             let v = self.called_values[m * nodes + node];
-            if level.is_nan()
-                || v.is_nan()
-                || peers::in_shared_phase(&metric.rule, baseline, level, cfg)
-            {
+            let Some((level, centre, spread)) = references[i].filter(|(level, ..)| {
+                !v.is_nan() && !peers::in_shared_phase(&metric.rule, baseline, *level, cfg)
+            }) else {
                 weighed.push(0.0);
                 continue;
-            }
+            };
             judged |= metric.rule.own_work();
             let residual =
                 peers::log_ratio(v, level, baseline.floor) - baseline.expected(node, level);

@@ -16,6 +16,9 @@ use lemonade_config::WatchSettings;
 
 /// The fewest nodes present for a metric to be compared at a step.
 pub const MIN_PEERS: usize = 4;
+/// The fewest others a reported node is judged against: in a job of four,
+/// the three left once it is set aside.
+pub const MIN_REFERENCE_PEERS: usize = MIN_PEERS - 1;
 
 /// One metric's inputs at one step.
 pub struct MetricStep<'a> {
@@ -69,7 +72,7 @@ pub fn step(
     scratch.spreads.clear();
     scratch.centres.clear();
     for (m, metric) in metrics.iter().enumerate() {
-        let Some((level, centre, spread)) = residuals(metric, cfg, scratch) else {
+        let Some((level, centre, spread)) = residuals(metric, cfg, scratch, MIN_PEERS) else {
             scratch.levels.push(f64::NAN);
             scratch.spreads.push(f64::NAN);
             scratch.centres.push(f64::NAN);
@@ -105,18 +108,31 @@ pub fn step(
     pick(&scratch.combined, cfg)
 }
 
+/// The job's level, the median residual and the spread of one metric among
+/// the nodes present (at least [`MIN_REFERENCE_PEERS`]): what a node set
+/// aside is judged against.
+pub fn reference(
+    metric: &MetricStep<'_>,
+    cfg: &WatchSettings,
+    scratch: &mut Scratch,
+) -> Option<(f64, f64, f64)> {
+    residuals(metric, cfg, scratch, MIN_REFERENCE_PEERS)
+}
+
 /// Fills `scratch.residual` (NaN for missing nodes) and returns the job's
-/// level, the median residual and the spread, or `None` with too few nodes present.
+/// level, the median residual and the spread, or `None` with fewer than
+/// `min_peers` nodes present.
 fn residuals(
     metric: &MetricStep<'_>,
     cfg: &WatchSettings,
     scratch: &mut Scratch,
+    min_peers: usize,
 ) -> Option<(f64, f64, f64)> {
     scratch.sorted.clear();
     scratch
         .sorted
         .extend(metric.values.iter().copied().filter(|v| !v.is_nan()));
-    if scratch.sorted.len() < MIN_PEERS {
+    if scratch.sorted.len() < min_peers {
         return None;
     }
     let level = median(&mut scratch.sorted)?;
