@@ -7,7 +7,7 @@
 //! their GPUs every 10, 15 or 30 s (`time,job,node,metric,value`).
 //!
 //! # Jobs
-//! 2 to 256 nodes (a third of jobs have 2 to 8), 30 to 90 minutes by
+//! 2 to 256 nodes (40% of jobs have 2 to 8, 3% over 128), 30 to 90 minutes by
 //! default. Training is synchronous: the job's step rate is the slowest
 //! node's, so the other nodes wait inside NCCL, where their GPUs stay "busy"
 //! (spinning kernels) while power, SM activity and traffic fall. A job starts
@@ -230,10 +230,9 @@ impl Rng {
     fn chance(&mut self, p: f64) -> bool {
         self.f() < p
     }
-    fn normal(&mut self) -> f64 {
-        let u1 = self.f().max(1e-12);
-        let u2 = self.f();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    /// Unit-variance, zero-mean noise (triangular: cheap, and bounded).
+    fn noise(&mut self) -> f64 {
+        (self.f() + self.f() - 1.0) * 6f64.sqrt()
     }
 }
 
@@ -353,9 +352,9 @@ fn draw_node_count(rng: &mut Rng, max: usize) -> usize {
     let n = match rng.f() {
         p if p < 0.10 => 2,
         p if p < 0.18 => 3,
-        p if p < 0.36 => rng.i(4, 8) as usize,
-        p if p < 0.66 => rng.i(9, 32) as usize,
-        p if p < 0.90 => rng.i(33, 128) as usize,
+        p if p < 0.40 => rng.i(4, 8) as usize,
+        p if p < 0.78 => rng.i(9, 32) as usize,
+        p if p < 0.97 => rng.i(33, 80) as usize,
         _ => rng.i(129, 256) as usize,
     };
     n.min(max)
@@ -405,7 +404,7 @@ fn plan_nodes(rng: &mut Rng, n: usize, first: usize, hw: Hw, conf: &[String]) ->
         Hw::H200 => "dgx-h200",
         Hw::Gb200 => "gb200",
     };
-    let interval = [10, 15, 30][rng.i(0, 2) as usize];
+    let interval = [10, 15, 30, 30][rng.i(0, 3) as usize];
     let mut idx = first;
     let mut nodes = Vec::with_capacity(n);
     for _ in 0..n {
@@ -970,8 +969,13 @@ fn sample(job: &JobPlan, i: usize, t: i64, rate: f64) -> [f64; NM] {
     let clock_f = thermal.unwrap_or(1.0) * node.clock;
     v[0] = (job.cpu_base * a.cpu + 4.0 * a.thr + node.cpu_extra).min(100.0);
     v[1] = (job.mem_base + node.mem_extra + 0.02 * t as f64 / 60.0) * (1u64 << 30) as f64;
-    v[2] =
-        a.disk * a.thr.max(0.1).min(1.0) + node.disk_extra + if a.disk > 1e8 { 0.0 } else { 2e6 };
+    // Checkpoint and restart I/O is a burst of its own; the input pipeline follows the steps.
+    v[2] = node.disk_extra
+        + if a.disk > 1e8 {
+            a.disk
+        } else {
+            a.disk * a.thr + 2e6
+        };
     v[3] = a.util;
     v[4] = (a.util - 3.0).max(0.0);
     v[5] = g * (idle_w + (peak * 0.88 - idle_w) * a.act) * node.power;
@@ -1081,17 +1085,19 @@ fn job_rows(job: &JobPlan, jid: u64, rel0: i64, rng: &mut Rng, rows: &mut Vec<(u
             }
             let v = sample(job, i, t, rate_at(t));
             let time = (job.start - rel0 + t + node.skew) as u64;
+            let mut util = 100.0;
             for (m, &x) in v.iter().enumerate() {
+                let mut x = x * (1.0 + job.noise * rng.noise());
+                if matches!(m, 3 | 4) {
+                    // The least busy GPU is never busier than the mean.
+                    x = x.clamp(0.0, util);
+                    util = x;
+                }
                 if node.mask & (1 << m) == 0 || rng.chance(job.drop_p) {
                     continue;
                 }
-                let counter = matches!(m, 2 | 8..=13 | 15);
-                let mut x = x * (1.0 + job.noise * rng.normal());
-                if after_restart && counter {
+                if after_restart && matches!(m, 2 | 8..=13 | 15) {
                     x = 0.0;
-                }
-                if matches!(m, 3 | 4) {
-                    x = x.clamp(0.0, 100.0);
                 }
                 let key = time << 36 | jid << 24 | (i as u64) << 8 | m as u64;
                 rows.push((key, x.max(0.0) as f32));
@@ -1135,6 +1141,93 @@ pub fn plan(spec: &IndependentSpec) -> Vec<IndependentJob> {
     plan_all(spec).0.iter().map(truth).collect()
 }
 
+/// Counting sort on the time (a few hours of seconds), then each second's rows by key.
+fn sort_rows(rows: &mut Vec<(u64, f32)>) {
+    let Some(max) = rows.iter().map(|r| r.0 >> 36).max() else {
+        return;
+    };
+    let mut start = vec![0usize; max as usize + 2];
+    for r in rows.iter() {
+        start[(r.0 >> 36) as usize + 1] += 1;
+    }
+    for k in 1..start.len() {
+        start[k] += start[k - 1];
+    }
+    let mut sorted = vec![(0u64, 0f32); rows.len()];
+    let mut next = start.clone();
+    for &r in rows.iter() {
+        let b = (r.0 >> 36) as usize;
+        sorted[next[b]] = r;
+        next[b] += 1;
+    }
+    for w in start.windows(2) {
+        sorted[w[0]..w[1]].sort_unstable_by_key(|r| r.0);
+    }
+    *rows = sorted;
+}
+
+fn push_u64(buf: &mut Vec<u8>, mut x: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (x % 10) as u8;
+        x /= 10;
+        if x == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+/// Large values as integers, small ones with three decimals.
+fn push_value(buf: &mut Vec<u8>, x: f32) {
+    if x >= 1000.0 {
+        push_u64(buf, x.round() as u64);
+    } else {
+        let milli = (x as f64 * 1000.0).round() as u64;
+        push_u64(buf, milli / 1000);
+        buf.push(b'.');
+        let f = milli % 1000;
+        buf.extend_from_slice(&[
+            b'0' + (f / 100) as u8,
+            b'0' + (f / 10 % 10) as u8,
+            b'0' + (f % 10) as u8,
+        ]);
+    }
+}
+
+fn write_rows(
+    jobs: &[JobPlan],
+    rel0: i64,
+    rows: &[(u64, f32)],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(1 << 21);
+    buf.extend_from_slice(b"time,job,node,metric,value\n");
+    for &(key, x) in rows {
+        push_u64(&mut buf, ((key >> 36) as i64 + rel0) as u64);
+        let job = &jobs[((key >> 24) & 0xfff) as usize];
+        for part in [
+            job.id.as_str(),
+            &job.nodes[((key >> 8) & 0xffff) as usize].name,
+            METRICS[(key & 0xff) as usize],
+        ] {
+            buf.push(b',');
+            buf.extend_from_slice(part.as_bytes());
+        }
+        buf.push(b',');
+        push_value(&mut buf, x);
+        buf.push(b'\n');
+        if buf.len() > 1 << 20 {
+            out.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    out.write_all(&buf)?;
+    out.flush()
+}
+
 /// Writes the whole replay file (header + globally time-sorted rows); returns the truth.
 pub fn generate(spec: &IndependentSpec, out: &mut impl Write) -> io::Result<Vec<IndependentJob>> {
     if spec.jobs >= 1 << 12 {
@@ -1150,21 +1243,8 @@ pub fn generate(spec: &IndependentSpec, out: &mut impl Write) -> io::Result<Vec<
     for (k, job) in jobs.iter().enumerate() {
         job_rows(job, k as u64, rel0, &mut rng, &mut rows);
     }
-    rows.sort_unstable_by_key(|r| r.0);
-    let mut w = io::BufWriter::with_capacity(1 << 20, out);
-    w.write_all(b"time,job,node,metric,value\n")?;
-    for (key, x) in rows {
-        let time = (key >> 36) as i64 + rel0;
-        let job = &jobs[((key >> 24) & 0xfff) as usize];
-        let node = &job.nodes[((key >> 8) & 0xffff) as usize].name;
-        let metric = METRICS[(key & 0xff) as usize];
-        if x >= 1000.0 {
-            writeln!(w, "{time},{},{node},{metric},{:.0}", job.id, x)?;
-        } else {
-            writeln!(w, "{time},{},{node},{metric},{:.3}", job.id, x)?;
-        }
-    }
-    w.flush()?;
+    sort_rows(&mut rows);
+    write_rows(&jobs, rel0, &rows, out)?;
     Ok(jobs.iter().map(truth).collect())
 }
 
