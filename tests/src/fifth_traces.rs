@@ -1573,6 +1573,52 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_slow_faulty_node_slows_the_whole_job_and_its_peers_draw_less_power() {
+        let mut rng = Rng::new(4);
+        let spec = IndependentSpec {
+            fault_fraction: 0.0,
+            max_nodes: 4,
+            ..small(4)
+        };
+        let mut job = plan_job(&mut rng, &spec, 0, 0, &mut 0);
+        // Only the fault acts: no phases, stalls or groups around onset.
+        (job.ckpts, job.evals, job.idle, job.stalls, job.moe) =
+            (vec![], vec![], vec![], vec![], vec![]);
+        (job.leaf, job.rack, job.lr_at) = (None, None, i64::MAX);
+        plan_fault(&mut rng, &mut job, "pcie_downgrade");
+        let f = job.fault.as_ref().unwrap();
+        let (node, onset, slow) = (f.node, f.onset, f.slow);
+        let peer = (node + 1) % job.nodes.len();
+        let rates = job_rates(&job);
+        let (before, after) = (
+            rates[((onset - 60) / GRID) as usize],
+            rates[((onset + 60) / GRID) as usize],
+        );
+        assert!(
+            before > 0.95 && after <= slow + 1e-9,
+            "rate {before} -> {after}, slow {slow}"
+        );
+        let (p0, p1) = (
+            sample(&job, peer, onset - 60, before),
+            sample(&job, peer, onset + 60, after),
+        );
+        assert!(
+            p1[5] < p0[5] * 0.97 && p1[10] < p0[10],
+            "peer power {} -> {}",
+            p0[5],
+            p1[5]
+        );
+        assert!(p1[3] > p0[3] * 0.9, "a waiting peer's GPUs still read busy");
+        let bad = sample(&job, node, onset + 60, after);
+        assert!(
+            bad[8] < p1[8] * 0.6,
+            "the downgraded link carries less: {} vs {}",
+            bad[8],
+            p1[8]
+        );
+    }
+
     fn call(job: &str, node: &str, at: i64, drain: bool) -> Call {
         Call {
             job: job.into(),
