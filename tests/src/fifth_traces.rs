@@ -981,7 +981,7 @@ fn sample(job: &JobPlan, i: usize, t: i64, rate: f64) -> [f64; NM] {
     v[5] = g * (idle_w + (peak * 0.88 - idle_w) * a.act) * node.power;
     v[6] = boost * (1.0 - 0.07 * a.act) * clock_f;
     v[7] = 55.0 * a.sm / 0.8 * node.util_lvl;
-    v[8] = job.pcie_base * (a.thr + a.pcie);
+    v[8] = job.pcie_base * (a.thr + a.pcie) * (0.5 + 0.5 * node.net_lvl);
     v[9] = job.nv_base * a.thr * node.util_lvl;
     v[10] = job.ib_base * a.thr * node.net_lvl;
     v[11] = v[10] * 1.01;
