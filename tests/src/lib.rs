@@ -23,11 +23,14 @@
 //!   the detector's tuning (issue 45), with its own model of jobs and faults.
 //! * [`blind_traces`]: a fourth generator of such traces, held out from
 //!   the detector's tuning (issue 45), and its scorer with a drain tier.
+//! * [`fifth_traces`]: a fifth generator of such traces, held out from the
+//!   detector's tuning (issue 45): real-cluster confounders, and its scorer.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
 pub mod cluster;
 pub mod fake_nvml;
+pub mod fifth_traces;
 pub mod fixture;
 pub mod heldout_traces;
 pub mod history;
