@@ -5,19 +5,17 @@
 use lemonade_tests::metric_traces::{
     generate, generate_confounded, score, Call, FaultKind, JobTrace, TraceSpec,
 };
-use lemonade_watch::{Config, Detector, Sample, Tier};
+use lemonade_watch::{first_calls, Config, Detection, Detector, Sample, Tier};
 
 const HELD_OUT: u64 = 1_000_000;
 
 /// Each node's first call (a node reported, then drained, is one call).
 fn calls_on(trace: &JobTrace) -> Vec<Call> {
-    let mut calls: Vec<Call> = Vec::new();
-    for (c, _) in tiered_calls_on(trace) {
-        if !calls.iter().any(|k| k.job == c.job && k.node == c.node) {
-            calls.push(c);
-        }
-    }
-    calls
+    let detections = detections_with(trace, Config::default());
+    first_calls(&detections)
+        .into_iter()
+        .map(|(d, _)| call_of(d))
+        .collect()
 }
 
 /// Each call with its tier.
@@ -26,8 +24,21 @@ fn tiered_calls_on(trace: &JobTrace) -> Vec<(Call, Tier)> {
 }
 
 fn tiered_calls_with(trace: &JobTrace, config: Config) -> Vec<(Call, Tier)> {
+    let detections = detections_with(trace, config);
+    detections.iter().map(|d| (call_of(d), d.tier)).collect()
+}
+
+fn call_of(d: &Detection) -> Call {
+    Call {
+        job: d.job.clone(),
+        node: d.node.clone(),
+        detected_at: d.detected_at,
+    }
+}
+
+fn detections_with(trace: &JobTrace, config: Config) -> Vec<Detection> {
     let mut detector = Detector::new(config);
-    let mut calls = Vec::new();
+    let mut out = Vec::new();
     for (time, node, metric, value) in trace.samples() {
         let sample = Sample {
             time,
@@ -36,20 +47,10 @@ fn tiered_calls_with(trace: &JobTrace, config: Config) -> Vec<(Call, Tier)> {
             metric,
             value,
         };
-        for d in detector
-            .push(sample)
-            .expect("generated rows are in time order")
-        {
-            let tier = d.tier;
-            let call = Call {
-                job: d.job,
-                node: d.node,
-                detected_at: d.detected_at,
-            };
-            calls.push((call, tier));
-        }
+        let made = detector.push(sample);
+        out.extend(made.expect("generated rows are in time order"));
     }
-    calls
+    out
 }
 
 #[test]

@@ -344,7 +344,8 @@ impl Job {
         let needed = ((cfg.drain_after_s + cfg.interval_s - 1) / cfg.interval_s).max(1);
         self.references(cfg, scratch);
         let step = &scratch.references;
-        let mut at_bar: Vec<(usize, Evidence)> = Vec::new();
+        // (node, steps in a row at the bar, evidence) of the nodes at it now.
+        let mut at_bar: Vec<(usize, u32, Evidence)> = Vec::new();
         for node in 0..self.nodes.len() {
             let Some(held) = self.held_bar[node] else {
                 continue;
@@ -352,21 +353,21 @@ impl Job {
             let Some(evidence) = self.called_evidence(node, cfg, step) else {
                 continue;
             };
-            let drains = evidence.drains(cfg);
-            self.held_bar[node] = Some(if drains { held + 1 } else { 0 });
-            if drains {
-                at_bar.push((node, evidence));
+            let held = if evidence.drains(cfg) { held + 1 } else { 0 };
+            self.held_bar[node] = Some(held);
+            if held > 0 {
+                at_bar.push((node, held, evidence));
             }
         }
-        at_bar.sort_by(|a, b| b.1.combined.total_cmp(&a.1.combined));
+        at_bar.sort_by(|a, b| b.2.combined.total_cmp(&a.2.combined));
         let mut at_bar = at_bar.into_iter();
-        let Some((node, evidence)) = at_bar.next() else {
+        let Some((node, held, evidence)) = at_bar.next() else {
             return false;
         };
         let alone = at_bar
             .next()
-            .is_none_or(|(_, second)| second.combined < cfg.uniqueness * evidence.combined);
-        if !alone || self.held_bar[node].is_none_or(|held| i64::from(held) < needed) {
+            .is_none_or(|(_, _, second)| second.combined < cfg.uniqueness * evidence.combined);
+        if !alone || i64::from(held) < needed {
             return false;
         }
         let score = evidence.combined;
@@ -413,12 +414,11 @@ impl Job {
             judged |= metric.rule.own_work();
             let residual =
                 peers::log_ratio(v, level, baseline.floor) - baseline.expected(node, level);
-            let alarm = metric.rule.alarm((residual - centre) / spread);
-            weighed.push(if alarm >= cfg.evidence_z {
-                metric.rule.weight * alarm
-            } else {
-                0.0
-            });
+            weighed.push(
+                metric
+                    .rule
+                    .evidence((residual - centre) / spread, cfg.evidence_z),
+            );
         }
         judged.then(|| self.evidence_of_node(node, |i| weighed[i]))
     }
@@ -569,10 +569,10 @@ impl Job {
             };
             let residual = peers::log_ratio(self.values[m * nodes + node], level, baseline.floor)
                 - baseline.expected(node, level);
-            let alarm = metric.rule.alarm(residual / spread);
-            if alarm >= cfg.evidence_z {
-                combined += (metric.rule.weight * alarm).powi(2);
-            }
+            combined += metric
+                .rule
+                .evidence(residual / spread, cfg.evidence_z)
+                .powi(2);
         }
         combined.sqrt() >= cfg.threshold
     }

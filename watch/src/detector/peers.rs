@@ -43,8 +43,6 @@ pub struct Scratch {
     pub levels: Vec<f64>,
     /// The spread per metric (NaN with too few nodes).
     pub spreads: Vec<f64>,
-    /// The median residual per metric (NaN with too few nodes).
-    pub centres: Vec<f64>,
 }
 
 /// The outcome of a step: the farthest node, if it stands alone.
@@ -70,17 +68,14 @@ pub fn step(
     scratch.evidence.resize(metrics.len() * nodes, 0.0);
     scratch.levels.clear();
     scratch.spreads.clear();
-    scratch.centres.clear();
     for (m, metric) in metrics.iter().enumerate() {
         let Some((level, centre, spread)) = residuals(metric, cfg, scratch, MIN_PEERS) else {
             scratch.levels.push(f64::NAN);
             scratch.spreads.push(f64::NAN);
-            scratch.centres.push(f64::NAN);
             continue;
         };
         scratch.levels.push(level);
         scratch.spreads.push(spread);
-        scratch.centres.push(centre);
         if in_shared_phase(metric.rule, metric.baseline, level, cfg) {
             continue;
         }
@@ -88,9 +83,8 @@ pub fn step(
             if r.is_nan() {
                 continue;
             }
-            let alarm = metric.rule.alarm((r - centre) / spread);
-            if alarm >= cfg.evidence_z {
-                let weighed = metric.rule.weight * alarm;
+            let weighed = metric.rule.evidence((r - centre) / spread, cfg.evidence_z);
+            if weighed > 0.0 {
                 scratch.evidence[m * nodes + node] = weighed;
                 scratch.combined[node] += weighed * weighed;
                 scratch.primary[node] |= metric.rule.weight >= 1.0;

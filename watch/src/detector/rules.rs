@@ -65,6 +65,17 @@ impl MetricRule {
             Direction::Either => z.abs(),
         }
     }
+
+    /// The deviation `z` as weighed evidence: its alarm times the metric's
+    /// weight, or 0 when the alarm is below `evidence_z` (noise).
+    pub fn evidence(&self, z: f64, evidence_z: f64) -> f64 {
+        let alarm = self.alarm(z);
+        if alarm >= evidence_z {
+            self.weight * alarm
+        } else {
+            0.0
+        }
+    }
 }
 
 #[cfg(test)]
