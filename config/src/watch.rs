@@ -15,7 +15,9 @@ pub struct WatchSettings {
     /// steps, so nodes whose clocks differ by a few seconds still meet.
     pub interval_s: i64,
     /// A node's latest sample counts for a step only if it is at most this
-    /// old; older, the node is missing for that step.
+    /// old; older, the node is missing for that step. A node scraped less
+    /// often is given two and a half of its own usual intervals instead
+    /// (75 s at 30 s), and only a silence longer than that is an exporter gap.
     pub stale_s: i64,
     /// A job whose nodes have all been silent this long is forgotten (it ended).
     pub forget_after_s: i64,

@@ -28,11 +28,26 @@ fn calls_of(
     metrics: &[&str],
     value: impl Fn(usize, i64, &str) -> f64,
 ) -> Vec<Detection> {
+    calls_scraped(nodes, minutes, 10, metrics, value)
+}
+
+/// [`calls_of`] for nodes scraped every `scrape_s` seconds (a multiple of
+/// 10), each at its own phase.
+fn calls_scraped(
+    nodes: usize,
+    minutes: i64,
+    scrape_s: i64,
+    metrics: &[&str],
+    value: impl Fn(usize, i64, &str) -> f64,
+) -> Vec<Detection> {
     let mut detector = Detector::new(Config::default());
     let names: Vec<String> = (0..nodes).map(|n| format!("node{n:02}")).collect();
     let mut out = Vec::new();
     for t in (0..minutes * 60).step_by(10) {
         for (node, name) in names.iter().enumerate() {
+            if (t + 10 * node as i64) % scrape_s != 0 {
+                continue;
+            }
             for metric in metrics {
                 let wobble = 1.0 + 0.01 * (((node * 7) as i64 + t / 10) % 5 - 2) as f64;
                 let sample = Sample {
@@ -169,6 +184,22 @@ fn in_a_four_node_job_the_reported_node_is_judged_against_the_three_left_and_dra
         [("node02", Tier::Report), ("node02", Tier::Drain)],
         "{got:?}"
     );
+}
+
+#[test]
+fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained() {
+    // Each node's exporter is scraped every 30 s at its own phase: between
+    // two scrapes a node is not missing, and each scrape is no gap.
+    let dies = |node: usize, t: i64, _: &str| if node == 2 && t >= 600 { 0.0 } else { 80.0 };
+    let got = calls_scraped(8, 25, 30, &["gpu_util", "gpu_power"], dies);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node02", Tier::Report), ("node02", Tier::Drain)],
+        "{got:?}"
+    );
+    let healthy = calls_scraped(8, 25, 30, &["gpu_util", "gpu_power"], |_, _, _| 80.0);
+    assert!(healthy.is_empty(), "{healthy:?}");
 }
 
 #[test]

@@ -3,6 +3,9 @@
 /// The most samples the denoiser looks back over.
 pub const MAX_DENOISE: usize = 8;
 
+/// How many of the node's last intervals between samples its cadence is read from.
+const CADENCE_INTERVALS: usize = 5;
+
 /// The last few samples of one metric of one node, since its last gap.
 #[derive(Debug, Clone, Default)]
 pub struct Series {
@@ -14,15 +17,29 @@ pub struct Series {
     head: usize,
     /// Time of the last sample received, kept or not.
     last_seen: Option<i64>,
+    /// The last intervals between samples received, in seconds (0: none yet).
+    intervals: [u32; CADENCE_INTERVALS],
+    /// Next slot of `intervals` to write.
+    interval_head: usize,
 }
 
 impl Series {
     /// Takes a sample. After an exporter gap (no sample for more than
-    /// `gap_s`), the window starts over and the first sample is dropped: a
-    /// rate computed from a counter over the gap is inflated. Returns whether
-    /// the sample was kept.
+    /// `gap_s`, or two and a half of the node's own intervals where it is
+    /// scraped less often), the window starts over and the first sample is
+    /// dropped: a rate computed from a counter over the gap is inflated.
+    /// Returns whether the sample was kept.
     pub fn push(&mut self, time: i64, value: f64, gap_s: i64, window: usize) -> bool {
-        let after_gap = matches!(self.last_seen, Some(seen) if time - seen > gap_s);
+        let after_gap = match self.last_seen {
+            Some(seen) => {
+                let gap = time - seen > self.allowance(gap_s);
+                let interval = u32::try_from((time - seen).max(0)).unwrap_or(u32::MAX);
+                self.intervals[self.interval_head] = interval;
+                self.interval_head = (self.interval_head + 1) % CADENCE_INTERVALS;
+                gap
+            }
+            None => false,
+        };
         self.last_seen = Some(time);
         if after_gap {
             self.len = 0;
@@ -44,12 +61,32 @@ impl Series {
             return None;
         }
         let newest = self.times[..self.len].iter().copied().max()?;
-        if end - newest > stale_s {
+        if end - newest > stale_s && end - newest > self.allowance(stale_s) {
             return None;
         }
         let mut v = [0.0; MAX_DENOISE];
         v[..self.len].copy_from_slice(&self.values[..self.len]);
         crate::stats::median(&mut v[..self.len])
+    }
+
+    /// `base_s`, or two and a half of the node's usual intervals between
+    /// samples if that is longer. An exporter scraped every 30 or 60 s is
+    /// not missing between its scrapes, and its every sample is no gap: with
+    /// the 10 s allowances alone, such a node was never seen at all. The
+    /// usual interval is the median of the last few, so one real gap does
+    /// not stretch it.
+    fn allowance(&self, base_s: i64) -> i64 {
+        let mut known = [0u32; CADENCE_INTERVALS];
+        let mut n = 0;
+        for &interval in self.intervals.iter().filter(|&&i| i > 0) {
+            known[n] = interval;
+            n += 1;
+        }
+        if n == 0 {
+            return base_s;
+        }
+        known[..n].sort_unstable();
+        base_s.max(i64::from(known[n / 2]) * 5 / 2)
     }
 }
 
@@ -74,6 +111,34 @@ mod tests {
         assert_eq!(s.denoised(305, 25), None);
         assert!(s.push(310, 10.0, 25, 3));
         assert_eq!(s.denoised(315, 25), Some(10.0));
+    }
+
+    #[test]
+    fn a_node_scraped_every_30_s_is_seen_and_missing_only_after_a_missed_scrape() {
+        let mut s = Series::default();
+        let kept: Vec<bool> = (0..6).map(|i| s.push(i * 30, 10.0, 25, 3)).collect();
+        // The second sample is the first interval seen: a gap by the 25 s allowance.
+        assert_eq!(kept, [true, false, true, true, true, true]);
+        assert_eq!(s.denoised(150 + 29, 25), Some(10.0), "between two scrapes");
+        assert_eq!(
+            s.denoised(150 + 76, 25),
+            None,
+            "two and a half scrapes missed"
+        );
+        assert!(
+            !s.push(150 + 120, 10.0, 25, 3),
+            "four scrapes missed: a gap"
+        );
+    }
+
+    #[test]
+    fn one_long_exporter_gap_does_not_stretch_the_usual_interval() {
+        let mut s = Series::default();
+        for t in [0, 10, 20, 30, 330, 340, 350] {
+            s.push(t, 10.0, 25, 3);
+        }
+        assert_eq!(s.denoised(350 + 25, 25), Some(10.0));
+        assert_eq!(s.denoised(350 + 26, 25), None);
     }
 
     #[test]
