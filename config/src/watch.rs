@@ -47,7 +47,10 @@ pub struct WatchSettings {
     /// fraction as far out: several nodes moving together are a group (a
     /// pipeline stage) or a shared phase, not one faulty machine.
     pub uniqueness: f64,
-    /// Continuity: consecutive steps a node must stay the candidate before the call.
+    /// Continuity: consecutive steps a node must stay the candidate before
+    /// the call. 18 steps (3 minutes at 10 s): the job's own passing shapes
+    /// (a loader stall on one node, an exporter restart, a congestion burst)
+    /// rarely last that long, and NCCL's 10-30 minute timeout leaves the time.
     pub continuity_steps: u32,
     /// A shared phase change: the job's level of a primary metric moved by
     /// more than this (natural log, 0.25 is about 28%) since the last step.
@@ -108,7 +111,8 @@ pub struct WatchSettings {
     /// `pcie` check's finding, which drains on its own.
     pub fabric: Vec<String>,
     /// Consecutive steps a node must stand apart on `fabric` metrics alone
-    /// (no fall in its own GPU or NVLink work) before it is called.
+    /// (no fall in its own GPU or NVLink work) before it is called; never
+    /// fewer than `continuity_steps`.
     pub fabric_only_steps: u32,
     /// `lemon watch --live`: `embedded` (the node sampler's samples in
     /// lemon.db) or `prometheus` (needs `prometheus_url`).
@@ -136,7 +140,7 @@ impl Default for WatchSettings {
             min_spread: 0.02,
             floor_fraction: 0.05,
             uniqueness: 0.5,
-            continuity_steps: 4,
+            continuity_steps: 18,
             transition_change: 0.25,
             settle_steps: 2,
             phase_lag_s: 120,

@@ -49,7 +49,9 @@ stale_s = 5
 warmup_s = 8
 baseline_s = 5
 # Time runs about 30 times faster here than on a cluster (warm-up 8 s for
-# 300 s): a node at the drain bar is drained after 20 s rather than 180 s.
+# 300 s): a node is a candidate for 6 steps of 1 s rather than 18 of 10 s,
+# and is drained after holding the drain bar for 20 s rather than 180 s.
+continuity_steps = 6
 drain_after_s = 20
 
 [watch.service]

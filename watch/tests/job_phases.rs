@@ -40,7 +40,19 @@ fn calls_scraped(
     metrics: &[&str],
     value: impl Fn(usize, i64, &str) -> f64,
 ) -> Vec<Detection> {
-    let mut detector = Detector::new(Config::default());
+    calls_with(Config::default(), nodes, minutes, scrape_s, metrics, value)
+}
+
+/// [`calls_scraped`] with the detector's settings `config`.
+fn calls_with(
+    config: Config,
+    nodes: usize,
+    minutes: i64,
+    scrape_s: i64,
+    metrics: &[&str],
+    value: impl Fn(usize, i64, &str) -> f64,
+) -> Vec<Detection> {
+    let mut detector = Detector::new(config);
     let names: Vec<String> = (0..nodes).map(|n| format!("node{n:02}")).collect();
     let mut out = Vec::new();
     for t in (0..minutes * 60).step_by(10) {
@@ -94,7 +106,7 @@ fn a_node_that_stops_long_after_the_last_checkpoint_is_still_called() {
             80.0
         }
     };
-    let got = calls(30, &["gpu_util"], stops);
+    let got = calls(40, &["gpu_util"], stops);
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(
         called,
@@ -204,14 +216,19 @@ fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained() {
 
 #[test]
 fn of_two_reported_nodes_at_the_drain_bar_together_neither_is_drained() {
-    // Node 2 dies at minute 8 and node 5 at minute 9, at the same depth:
-    // two machines apart together are not one faulty machine.
+    // Node 2 dies at minute 8; once it is reported, node 5 falls almost as
+    // far, and is reported while node 2 still waits for its drain (made
+    // long here): two machines apart together are not one faulty machine.
     let both = |node: usize, t: i64, _: &str| match node {
         2 if t >= 480 => 0.0,
-        5 if t >= 540 => 0.0,
+        5 if t >= 780 => 4.0,
         _ => 80.0,
     };
-    let got = calls(20, &["gpu_util"], both);
+    let patient = Config {
+        drain_after_s: 900,
+        ..Config::default()
+    };
+    let got = calls_with(patient, NODES, 30, 10, &["gpu_util"], both);
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(
         called,

@@ -274,12 +274,22 @@ impl Job {
         }
         // Across a shared phase edge, a node whose clock lags still shows
         // the level before it: it counts only if it stands out from that too.
-        // Either way the edge neither makes nor breaks continuity.
-        let picked = picked.filter(|c| !self.lags_the_job(c.node, cfg, &scratch.peers));
+        // Either way the edge neither makes nor breaks continuity. Nor does a
+        // step that cannot judge: the job in a shared phase (a checkpoint
+        // every few minutes would otherwise reset a dead node's count
+        // before it reached `continuity_steps`), or the top node where the
+        // whole job just was.
+        let lagging = picked.is_some_and(|c| self.lags_the_job(c.node, cfg, &scratch.peers));
+        let unjudged = lagging || !scratch.peers.judged;
         self.remember_levels(cfg, &scratch.peers.levels);
         let candidate = match picked {
-            Some(c) if !settling || self.stands_out_from_edge(c.node, cfg, &scratch.peers) => c,
-            _ if settling => return,
+            Some(c)
+                if !lagging
+                    && (!settling || self.stands_out_from_edge(c.node, cfg, &scratch.peers)) =>
+            {
+                c
+            }
+            _ if settling || unjudged => return,
             _ => {
                 self.candidate = None;
                 return;

@@ -43,6 +43,9 @@ pub struct Scratch {
     pub levels: Vec<f64>,
     /// The spread per metric (NaN with too few nodes).
     pub spreads: Vec<f64>,
+    /// Some primary metric was compared at this step: enough nodes had it,
+    /// and the job was not in a shared phase of it.
+    pub judged: bool,
 }
 
 /// The outcome of a step: the farthest node, if it stands alone.
@@ -68,6 +71,7 @@ pub fn step(
     scratch.evidence.resize(metrics.len() * nodes, 0.0);
     scratch.levels.clear();
     scratch.spreads.clear();
+    scratch.judged = false;
     for (m, metric) in metrics.iter().enumerate() {
         let Some((level, centre, spread)) = residuals(metric, cfg, scratch, MIN_PEERS) else {
             scratch.levels.push(f64::NAN);
@@ -79,6 +83,7 @@ pub fn step(
         if in_shared_phase(metric.rule, metric.baseline, level, cfg) {
             continue;
         }
+        scratch.judged |= metric.rule.weight >= 1.0;
         for (node, r) in scratch.residual.iter().enumerate() {
             if r.is_nan() {
                 continue;
