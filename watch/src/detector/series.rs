@@ -32,7 +32,8 @@ impl Series {
     pub fn push(&mut self, time: i64, value: f64, gap_s: i64, window: usize) -> bool {
         let after_gap = match self.last_seen {
             Some(seen) => {
-                let gap = time - seen > self.allowance(gap_s);
+                // The allowance is never below `gap_s`: read it only past that.
+                let gap = time - seen > gap_s && time - seen > self.allowance(gap_s);
                 let interval = u32::try_from((time - seen).max(0)).unwrap_or(u32::MAX);
                 self.intervals[self.interval_head] = interval;
                 self.interval_head = (self.interval_head + 1) % CADENCE_INTERVALS;
