@@ -28,22 +28,11 @@ fn calls_of(
     metrics: &[&str],
     value: impl Fn(usize, i64, &str) -> f64,
 ) -> Vec<Detection> {
-    calls_scraped(nodes, minutes, 10, metrics, value)
+    calls_with(Config::default(), nodes, minutes, 10, metrics, value)
 }
 
-/// [`calls_of`] for nodes scraped every `scrape_s` seconds (a multiple of
-/// 10), each at its own phase.
-fn calls_scraped(
-    nodes: usize,
-    minutes: i64,
-    scrape_s: i64,
-    metrics: &[&str],
-    value: impl Fn(usize, i64, &str) -> f64,
-) -> Vec<Detection> {
-    calls_with(Config::default(), nodes, minutes, scrape_s, metrics, value)
-}
-
-/// [`calls_scraped`] with the detector's settings `config`.
+/// [`calls_of`] with the detector's settings `config`, for nodes scraped
+/// every `scrape_s` seconds (a multiple of 10), each at its own phase.
 fn calls_with(
     config: Config,
     nodes: usize,
@@ -203,14 +192,28 @@ fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained() {
     // Each node's exporter is scraped every 30 s at its own phase: between
     // two scrapes a node is not missing, and each scrape is no gap.
     let dies = |node: usize, t: i64, _: &str| if node == 2 && t >= 600 { 0.0 } else { 80.0 };
-    let got = calls_scraped(8, 25, 30, &["gpu_util", "gpu_power"], dies);
+    let got = calls_with(
+        Config::default(),
+        8,
+        25,
+        30,
+        &["gpu_util", "gpu_power"],
+        dies,
+    );
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(
         called,
         [("node02", Tier::Report), ("node02", Tier::Drain)],
         "{got:?}"
     );
-    let healthy = calls_scraped(8, 25, 30, &["gpu_util", "gpu_power"], |_, _, _| 80.0);
+    let healthy = calls_with(
+        Config::default(),
+        8,
+        25,
+        30,
+        &["gpu_util", "gpu_power"],
+        |_, _, _| 80.0,
+    );
     assert!(healthy.is_empty(), "{healthy:?}");
 }
 

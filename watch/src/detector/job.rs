@@ -280,15 +280,11 @@ impl Job {
         // before it reached `continuity_steps`), or the top node where the
         // whole job just was.
         let lagging = picked.is_some_and(|c| self.lags_the_job(c.node, cfg, &scratch.peers));
+        let picked = picked.filter(|_| !lagging);
         let unjudged = lagging || !scratch.peers.judged;
         self.remember_levels(cfg, &scratch.peers.levels);
         let candidate = match picked {
-            Some(c)
-                if !lagging
-                    && (!settling || self.stands_out_from_edge(c.node, cfg, &scratch.peers)) =>
-            {
-                c
-            }
+            Some(c) if !settling || self.stands_out_from_edge(c.node, cfg, &scratch.peers) => c,
             _ if settling || unjudged => return,
             _ => {
                 self.candidate = None;

@@ -32,8 +32,7 @@ impl Series {
     pub fn push(&mut self, time: i64, value: f64, gap_s: i64, window: usize) -> bool {
         let after_gap = match self.last_seen {
             Some(seen) => {
-                // The allowance is never below `gap_s`: read it only past that.
-                let gap = time - seen > gap_s && time - seen > self.allowance(gap_s);
+                let gap = self.outlasts(time - seen, gap_s);
                 let interval = u32::try_from((time - seen).max(0)).unwrap_or(u32::MAX);
                 self.intervals[self.interval_head] = interval;
                 self.interval_head = (self.interval_head + 1) % CADENCE_INTERVALS;
@@ -62,7 +61,7 @@ impl Series {
             return None;
         }
         let newest = self.times[..self.len].iter().copied().max()?;
-        if end - newest > stale_s && end - newest > self.allowance(stale_s) {
+        if self.outlasts(end - newest, stale_s) {
             return None;
         }
         let mut v = [0.0; MAX_DENOISE];
@@ -70,24 +69,24 @@ impl Series {
         crate::stats::median(&mut v[..self.len])
     }
 
-    /// `base_s`, or two and a half of the node's usual intervals between
-    /// samples if that is longer. An exporter scraped every 30 or 60 s is
-    /// not missing between its scrapes, and its every sample is no gap: with
-    /// the 10 s allowances alone, such a node was never seen at all. The
-    /// usual interval is the median of the last few, so one real gap does
-    /// not stretch it.
-    fn allowance(&self, base_s: i64) -> i64 {
-        let mut known = [0u32; CADENCE_INTERVALS];
-        let mut n = 0;
-        for &interval in self.intervals.iter().filter(|&&i| i > 0) {
-            known[n] = interval;
-            n += 1;
+    /// Whether a silence of `elapsed_s` is longer than allowed: `base_s`,
+    /// or two and a half of the node's usual intervals between samples if
+    /// that is longer. An exporter scraped every 30 or 60 s is not missing
+    /// between its scrapes, and its every sample is no gap: with the 10 s
+    /// allowances alone, such a node was never seen at all. The usual
+    /// interval is the median of the last few, so one real gap does not
+    /// stretch it; it is read only past `base_s`, which it never lowers.
+    fn outlasts(&self, elapsed_s: i64, base_s: i64) -> bool {
+        if elapsed_s <= base_s {
+            return false;
         }
-        if n == 0 {
-            return base_s;
+        let mut sorted = self.intervals;
+        sorted.sort_unstable();
+        let known = &sorted[sorted.iter().take_while(|&&i| i == 0).count()..];
+        match known.get(known.len() / 2) {
+            Some(&usual) => elapsed_s > i64::from(usual) * 5 / 2,
+            None => true,
         }
-        known[..n].sort_unstable();
-        base_s.max(i64::from(known[n / 2]) * 5 / 2)
     }
 }
 
