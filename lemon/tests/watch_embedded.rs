@@ -7,6 +7,7 @@
 use lemonade_spool::{Body, Record};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const NODES: [&str; 3] = ["node1", "node2", "node3"];
@@ -181,15 +182,20 @@ fn polls_and_a_cron_ingest_at_the_same_time_neither_fail_nor_store_a_sample_twic
     export(&spool, 1, now - 110);
     // lemon.db exists, as on a head node (a poll creates it).
     poll(&config);
+    // The readers keep going until the writer is done, so that every chunk
+    // lands while a poll or an ingest may be reading.
+    let written = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
             for seq in 2..=10 {
                 export(&spool, seq, now - 120 + 10 * seq as i64);
                 std::thread::sleep(Duration::from_millis(50));
             }
+            written.store(true, Ordering::SeqCst);
         });
         s.spawn(|| {
-            for _ in 0..8 {
+            let mut runs = 0;
+            while runs < 8 || !written.load(Ordering::SeqCst) {
                 let out = cron_ingest(&config);
                 assert!(
                     out.status.success(),
@@ -197,12 +203,19 @@ fn polls_and_a_cron_ingest_at_the_same_time_neither_fail_nor_store_a_sample_twic
                     String::from_utf8_lossy(&out.stdout),
                     String::from_utf8_lossy(&out.stderr)
                 );
+                runs += 1;
             }
         });
-        for _ in 0..8 {
+        let mut runs = 0;
+        while runs < 8 || !written.load(Ordering::SeqCst) {
             poll(&config);
+            runs += 1;
         }
     });
+    // The last chunk may have landed after both readers' last pass: one
+    // more poll takes it, and then there is nothing left to read.
+    poll(&config);
+    assert_eq!(samples_in_db(dir.path()), 10 * 30);
     let last = poll(&config);
     assert!(last.contains("0 rows read, 0 new"), "{last}");
     assert_eq!(samples_in_db(dir.path()), 10 * 30);
