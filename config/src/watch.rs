@@ -86,6 +86,8 @@ pub struct WatchSettings {
     /// drain bar for this many seconds since (0: at once). A role's
     /// episode (rank 0 writing a checkpoint while its peers wait) ends; a
     /// broken machine does not, and NCCL's own timeout is 10 to 30 minutes.
+    /// A node scraped less often than every `interval_s` holds it × √(its
+    /// interval ÷ `interval_s`), so that a drain rests on more fresh samples.
     pub drain_after_s: i64,
     /// Small jobs: unset (the default), their calls are reported and never
     /// drained: with two or three machines, the one that stands apart is as

@@ -1,7 +1,8 @@
 //! The detector on the fifth generator (`tests/src/fifth_traces.rs`),
 //! written by an engineer who read neither the detector nor any other
 //! generator, after the detector of 2026-11-28 (c) was fixed: its first run
-//! is a second held-out measure. The 20-seed report is `cargo test
+//! was a second held-out measure; rules have since been tried on it (the
+//! watch chapter). The 20-seed report is `cargo test
 //! --release -p lemonade-watch --test fifth -- --ignored --nocapture`.
 
 use lemonade_tests::fifth_traces::{generate, score, Call, IndependentSpec, Tally};

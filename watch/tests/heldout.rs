@@ -1,8 +1,8 @@
 //! The detector on the third generator (`tests/src/heldout_traces.rs`),
 //! written after the detector's rules were fitted to the first two, by an
-//! engineer who read neither the detector nor the other generators. Nothing
-//! in the detector has been changed after looking at its results, so these
-//! are the held-out figures of issue 45. The 20-seed report is `cargo test
+//! engineer who read neither the detector nor the other generators. Its
+//! first run was held out; since 2026-11-28 (e) it is a tuning set (the
+//! watch chapter says what was chosen on it). The 20-seed report is `cargo test
 //! --release -p lemonade-watch --test heldout -- --ignored --nocapture`.
 
 use lemonade_tests::heldout_traces::{

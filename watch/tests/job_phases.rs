@@ -188,7 +188,7 @@ fn in_a_four_node_job_the_reported_node_is_judged_against_the_three_left_and_dra
 }
 
 #[test]
-fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained() {
+fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained_on_more_fresh_samples() {
     // Each node's exporter is scraped every 30 s at its own phase: between
     // two scrapes a node is not missing, and each scrape is no gap.
     let dies = |node: usize, t: i64, _: &str| if node == 2 && t >= 600 { 0.0 } else { 80.0 };
@@ -206,6 +206,10 @@ fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained() {
         [("node02", Tier::Report), ("node02", Tier::Drain)],
         "{got:?}"
     );
+    // The drain rests on more than 6 fresh samples: the 180 s of
+    // `drain_after_s` stretch by the square root of 3 intervals a sample.
+    let held = got[1].detected_at - got[0].detected_at;
+    assert!((310..=350).contains(&held), "held the bar for {held} s");
     let healthy = calls_with(
         Config::default(),
         8,

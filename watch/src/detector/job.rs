@@ -347,7 +347,7 @@ impl Job {
         if self.held_bar.iter().all(Option::is_none) {
             return false;
         }
-        let needed = ((cfg.drain_after_s + cfg.interval_s - 1) / cfg.interval_s).max(1);
+        let steps = |span_s: i64| ((span_s + cfg.interval_s - 1) / cfg.interval_s).max(1);
         self.references(cfg, scratch);
         let step = &scratch.references;
         // (node, steps in a row at the bar, evidence) of the nodes at it now.
@@ -373,12 +373,28 @@ impl Job {
         let alone = at_bar
             .next()
             .is_none_or(|(_, _, second)| second.combined < cfg.uniqueness * evidence.combined);
-        if !alone || i64::from(held) < needed {
+        if !alone || i64::from(held) < steps(self.drain_span(node, cfg)) {
             return false;
         }
         let score = evidence.combined;
         self.call(node, trigger, (evidence.metrics, score, Tier::Drain), out);
         true
+    }
+
+    /// How long a reported node must hold the drain bar: `drain_after_s`,
+    /// stretched where the node is scraped less often than every step so
+    /// that a drain rests on as many fresh samples as at a step a sample.
+    fn drain_span(&self, node: usize, cfg: &WatchSettings) -> i64 {
+        let mut intervals: Vec<i64> = self.series[node]
+            .iter()
+            .filter_map(Series::usual_interval)
+            .collect();
+        intervals.sort_unstable();
+        let Some(&usual) = intervals.get(intervals.len() / 2) else {
+            return cfg.drain_after_s;
+        };
+        let stretch = (usual as f64 / cfg.interval_s as f64).max(1.0).sqrt();
+        (cfg.drain_after_s as f64 * stretch).round() as i64
     }
 
     /// Each learned metric's level, centre and spread among the nodes not

@@ -69,6 +69,15 @@ impl Series {
         crate::stats::median(&mut v[..self.len])
     }
 
+    /// The node's usual interval between samples of this metric: the
+    /// median of the last few, `None` before the second sample.
+    pub fn usual_interval(&self) -> Option<i64> {
+        let mut sorted = self.intervals;
+        sorted.sort_unstable();
+        let known = &sorted[sorted.iter().take_while(|&&i| i == 0).count()..];
+        known.get(known.len() / 2).map(|&i| i64::from(i))
+    }
+
     /// Whether a silence of `elapsed_s` is longer than allowed: `base_s`,
     /// or two and a half of the node's usual intervals between samples if
     /// that is longer. An exporter scraped every 30 or 60 s is not missing
@@ -80,11 +89,8 @@ impl Series {
         if elapsed_s <= base_s {
             return false;
         }
-        let mut sorted = self.intervals;
-        sorted.sort_unstable();
-        let known = &sorted[sorted.iter().take_while(|&&i| i == 0).count()..];
-        match known.get(known.len() / 2) {
-            Some(&usual) => elapsed_s > i64::from(usual) * 5 / 2,
+        match self.usual_interval() {
+            Some(usual) => elapsed_s > usual * 5 / 2,
             None => true,
         }
     }
