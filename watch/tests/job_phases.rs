@@ -222,6 +222,39 @@ fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained_on_more
 }
 
 #[test]
+fn a_node_that_stands_apart_4_minutes_at_every_checkpoint_is_reported_once_and_never_drained() {
+    // Rank 0 writes every checkpoint alone for 4 minutes (its GPUs idle,
+    // its peers at the barrier): reported at the first, back in line after
+    // each. Every episode is longer than `drain_after_s`, none as long as a
+    // report and a drain together.
+    let writes = |node: usize, t: i64, _: &str| {
+        if node == 0 && t >= 600 && (t - 600) % 600 < 240 {
+            4.0
+        } else {
+            80.0
+        }
+    };
+    let got = calls_with(Config::default(), NODES, 45, 10, &["gpu_util"], writes);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node00", Tier::Report)], "{got:?}");
+    // A node that stays down after such an episode is drained.
+    let dies = |node: usize, t: i64, m: &str| {
+        if node == 0 && t >= 1800 {
+            4.0
+        } else {
+            writes(node, t, m)
+        }
+    };
+    let got = calls_with(Config::default(), NODES, 45, 10, &["gpu_util"], dies);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node00", Tier::Report), ("node00", Tier::Drain)],
+        "{got:?}"
+    );
+}
+
+#[test]
 fn of_two_reported_nodes_at_the_drain_bar_together_neither_is_drained() {
     // Node 2 dies at minute 8; once it is reported, node 5 falls almost as
     // far, and is reported while node 2 still waits for its drain (made

@@ -83,6 +83,9 @@ pub struct Job {
     /// Reported nodes watched for a drain: the steps in a row each has held
     /// the drain bar.
     held_bar: Vec<Option<u32>>,
+    /// Reported nodes that held the drain bar and then left it: their next
+    /// drain waits `continuity_steps` longer.
+    left_bar: Vec<bool>,
     /// `values[metric * nodes + node]` of the current step; NaN for called nodes.
     values: Vec<f64>,
     /// The same for called nodes only, judged against the others' levels.
@@ -119,6 +122,7 @@ impl Job {
             drained: false,
             flagged_since: Vec::new(),
             held_bar: Vec::new(),
+            left_bar: Vec::new(),
             values: Vec::new(),
             called_values: Vec::new(),
         }
@@ -155,6 +159,7 @@ impl Job {
         self.called.push(false);
         self.flagged_since.push(None);
         self.held_bar.push(None);
+        self.left_bar.push(false);
         i
     }
 
@@ -359,7 +364,12 @@ impl Job {
             let Some(evidence) = self.called_evidence(node, cfg, step) else {
                 continue;
             };
-            let held = if evidence.drains(cfg) { held + 1 } else { 0 };
+            let held = if evidence.drains(cfg) {
+                held + 1
+            } else {
+                self.left_bar[node] |= held > 0;
+                0
+            };
             self.held_bar[node] = Some(held);
             if held > 0 {
                 at_bar.push((node, held, evidence));
@@ -373,7 +383,15 @@ impl Job {
         let alone = at_bar
             .next()
             .is_none_or(|(_, _, second)| second.combined < cfg.uniqueness * evidence.combined);
-        if !alone || i64::from(held) < steps(self.drain_span(node, cfg)) {
+        // A node that left the bar after its report came back in line: that
+        // episode was a role (rank 0 writing a checkpoint), and the next one
+        // must be as long as a first one, report and drain.
+        let again = if self.left_bar[node] {
+            i64::from(cfg.continuity_steps)
+        } else {
+            0
+        };
+        if !alone || i64::from(held) < steps(self.drain_span(node, cfg)) + again {
             return false;
         }
         let score = evidence.combined;
