@@ -400,8 +400,10 @@ impl Job {
     }
 
     /// How long a reported node must hold the drain bar: `drain_after_s`,
-    /// stretched where the node is scraped less often than every step so
-    /// that a drain rests on as many fresh samples as at a step a sample.
+    /// stretched by the square root of its scrape interval in steps where
+    /// it is scraped less often than every step, so that a drain rests on
+    /// more fresh samples (10 at 30 s rather than 6); asking for all 18
+    /// cost a third of the drain recall for one healthy drain fewer.
     fn drain_span(&self, node: usize, cfg: &WatchSettings) -> i64 {
         let mut intervals: Vec<i64> = self.series[node]
             .iter()
