@@ -25,6 +25,9 @@
 //!   the detector's tuning (issue 45), and its scorer with a drain tier.
 //! * [`fifth_traces`]: a fifth generator of such traces, held out from the
 //!   detector's tuning (issue 45): real-cluster confounders, and its scorer.
+//! * [`sixth_traces`]: a sixth generator of such traces, written from a
+//!   brief without reading the detector or the other generators, with its
+//!   scorer (all calls and a drain tier).
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
@@ -41,6 +44,7 @@ pub mod metric_traces;
 #[cfg(feature = "reliability")]
 pub mod reliability_history;
 pub mod sampler_node;
+pub mod sixth_traces;
 pub mod slurm_root;
 pub mod spank;
 
