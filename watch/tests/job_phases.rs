@@ -307,3 +307,30 @@ fn a_node_whose_place_was_never_learned_is_reported_not_drained() {
         ("node03", Tier::Report)
     );
 }
+
+#[test]
+fn a_node_that_worked_harder_than_its_peers_through_the_warm_up_and_then_like_them_is_not_called() {
+    // Node 3 hosts the hot experts for the first 7 minutes (the baseline
+    // window included): 30% more power and traffic. Then the hot experts
+    // move elsewhere and it works like its peers: it left its learned
+    // offset, but it does no less than any of them.
+    let hot = |node: usize, t: i64, _: &str| if node == 3 && t < 420 { 390.0 } else { 300.0 };
+    let got = calls(40, &["gpu_power", "ib_tx"], hot);
+    assert!(got.is_empty(), "{got:?}");
+    // The same node that then loses half its power and traffic is called
+    // and drained.
+    let dies = |node: usize, t: i64, m: &str| {
+        if node == 3 && t >= 1200 {
+            150.0
+        } else {
+            hot(node, t, m)
+        }
+    };
+    let got = calls(40, &["gpu_power", "ib_tx"], dies);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node03", Tier::Report), ("node03", Tier::Drain)],
+        "{got:?}"
+    );
+}

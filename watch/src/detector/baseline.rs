@@ -134,6 +134,12 @@ impl MetricBaseline {
         log_ratio(level * ratio, level, self.floor)
     }
 
+    /// Where the typical node is expected at a step whose job level is
+    /// `level`: [`MetricBaseline::expected`] without a node's own offset.
+    pub fn typical(&self, level: f64) -> f64 {
+        log_ratio(level * self.typical_ratio, level, self.floor)
+    }
+
     /// Whether node `node`'s own place among its peers was learned.
     pub fn placed(&self, node: usize) -> bool {
         self.ratio.get(node).copied().flatten().is_some()

@@ -456,11 +456,18 @@ impl Job {
             judged |= metric.rule.own_work();
             let residual =
                 peers::log_ratio(v, level, baseline.floor) - baseline.expected(node, level);
-            weighed.push(
-                metric
-                    .rule
-                    .evidence((residual - centre) / spread, cfg.evidence_z),
-            );
+            let step = MetricStep {
+                rule: &metric.rule,
+                baseline,
+                values: &self.called_values[m * nodes..(m + 1) * nodes],
+            };
+            weighed.push(peers::weigh(
+                &step,
+                node,
+                residual,
+                (level, centre, spread),
+                cfg,
+            ));
         }
         judged.then(|| self.evidence_of_node(node, |i| weighed[i]))
     }

@@ -88,7 +88,7 @@ pub fn step(
             if r.is_nan() {
                 continue;
             }
-            let weighed = metric.rule.evidence((r - centre) / spread, cfg.evidence_z);
+            let weighed = weigh(metric, node, *r, (level, centre, spread), cfg);
             if weighed > 0.0 {
                 scratch.evidence[m * nodes + node] = weighed;
                 scratch.combined[node] += weighed * weighed;
@@ -105,6 +105,35 @@ pub fn step(
         }
     }
     pick(&scratch.combined, cfg)
+}
+
+/// The weighed evidence against `node` on one metric, from its `residual`
+/// (its log ratio to the job's `level` less its learned offset) and the
+/// others' `centre` and `spread`. The node must be off the faulty way both
+/// from its own place among its peers and from the typical node's: one that
+/// sat above the rest in the warm-up (the host of the hot experts then, a
+/// rank 0 with extra work) and is back among them now has left its offset,
+/// but it does less than none of its peers.
+pub fn weigh(
+    metric: &MetricStep<'_>,
+    node: usize,
+    residual: f64,
+    (level, centre, spread): (f64, f64, f64),
+    cfg: &WatchSettings,
+) -> f64 {
+    let baseline = metric.baseline;
+    let own = metric
+        .rule
+        .evidence((residual - centre) / spread, cfg.evidence_z);
+    if own == 0.0 || !baseline.placed(node) {
+        return own;
+    }
+    let raw = log_ratio(metric.values[node], level, baseline.floor) - baseline.typical(level);
+    own.min(
+        metric
+            .rule
+            .evidence((raw - centre) / spread, cfg.evidence_z),
+    )
 }
 
 /// The job's level, the median residual and the spread of one metric among
