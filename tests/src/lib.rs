@@ -28,6 +28,10 @@
 //! * [`sixth_traces`]: a sixth generator of such traces, written from a
 //!   brief without reading the detector or the other generators, with its
 //!   scorer (all calls and a drain tier).
+//! * [`seventh_traces`]: a seventh generator of such traces, held out from
+//!   the detector's tuning (issue 45): a 2026 fleet's job mix (pretraining,
+//!   RL post-training, multimodal, benchmarks), its confounders and faults,
+//!   and its scorer with a drain tier.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
@@ -44,6 +48,7 @@ pub mod metric_traces;
 #[cfg(feature = "reliability")]
 pub mod reliability_history;
 pub mod sampler_node;
+pub mod seventh_traces;
 pub mod sixth_traces;
 pub mod slurm_root;
 pub mod spank;
