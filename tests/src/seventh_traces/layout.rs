@@ -3,7 +3,7 @@
 
 use super::plan::{
     metric_set, unknown_set, Act, After, FaultKind, FaultPlan, JobPlan, NodePlan, Role, Seg,
-    Workload, CONFOUNDERS,
+    Workload, CONFOUNDERS, TRAINING_ONLY,
 };
 use super::rng::Rng;
 use super::IndependentSpec;
@@ -26,6 +26,7 @@ pub(crate) fn build_job(
         .iter()
         .filter(|(_, p)| rng.chance(*p))
         .map(|(name, _)| *name)
+        .filter(|name| workload != Workload::EvalBench || !TRAINING_ONLY.contains(name))
         .collect();
     let mut job = base_job(spec, index, workload, duration, n, rng);
     job.confounders = confounders.clone();
@@ -359,7 +360,8 @@ fn plan_fault(job: &mut JobPlan, kind: FaultKind, rng: &mut Rng) -> Option<(i64,
         FaultKind::AocCable => (rng.int(300, 1500), rng.chance(0.6), rng.range(0.1, 0.3)),
         _ => (0, false, rng.range(0.08, 0.25)),
     };
-    let halt = (halts && onset + precursor < d - 120).then_some(onset + precursor);
+    // A hang late in the job comes sooner: the precursor is cut to fit.
+    let halt = halts.then_some((onset + precursor).min(d - 180).max(onset));
     job.fault = Some(FaultPlan {
         kind,
         node,
