@@ -1,7 +1,7 @@
 //! The job's healthy events: checkpoints, evaluations, stalls, batch-size
 //! steps, congestion, hot aisles, noisy neighbours and exporter trouble.
 
-use super::plan::{CkptMode, Ev, Event, JobPlan, Workload};
+use super::plan::{CkptMode, Ev, Event, JobPlan, Role, Workload};
 use super::rng::Rng;
 
 pub(crate) fn draw(job: &JobPlan, rng: &mut Rng) -> Vec<Event> {
@@ -32,10 +32,20 @@ pub(crate) fn draw(job: &JobPlan, rng: &mut Rng) -> Vec<Event> {
             rng.range(3.0, 12.0)
         };
         let count = (per_hour * (t1 - t0) as f64 / 3600.0).round().max(1.0) as usize;
+        let coupled: Vec<usize> = (0..n)
+            .filter(|i| matches!(job.nodes[*i].role, Role::Worker | Role::Trainer))
+            .collect();
+        let coupled = if coupled.is_empty() {
+            (0..n).collect()
+        } else {
+            coupled
+        };
         for _ in 0..count {
             let a = rng.int(t0, t1 - 30);
+            // Only a node in the synchronous group can hold the others up.
+            let k = coupled[rng.below(coupled.len())];
             let ev = if rng.chance(0.7) {
-                Ev::StallNode(rng.below(n))
+                Ev::StallNode(k)
             } else {
                 Ev::StallAll
             };

@@ -178,21 +178,29 @@ fn table(
     title: &str,
     rows: &BTreeMap<String, TierPair>,
 ) -> fmt::Result {
-    writeln!(f, "\n### {title}\n")?;
-    writeln!(f, "| {title} | jobs | faulty | all: precision | all: recall | all: healthy jobs called | drain: precision | drain: recall | drain: healthy jobs called |")?;
-    writeln!(f, "|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(f, "\n### by {title}\n")?;
+    writeln!(
+        f,
+        "| {title} | jobs | faulty | precision | recall | median delay | healthy jobs called | wrong-node calls \
+         | drain: precision | drain: recall | drain: healthy jobs called | drain: wrong-node calls |"
+    )?;
+    writeln!(f, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for (name, p) in rows {
+        let (a, d) = (&p.all, &p.drain);
         writeln!(
             f,
-            "| {name} | {} | {} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {} |",
-            p.all.jobs,
-            p.all.faulty,
-            p.all.precision(),
-            p.all.recall(),
-            p.all.healthy_jobs_called,
-            p.drain.precision(),
-            p.drain.recall(),
-            p.drain.healthy_jobs_called,
+            "| {name} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {:.3} | {:.3} | {} | {} |",
+            a.jobs,
+            a.faulty,
+            a.precision(),
+            a.recall(),
+            delay(a),
+            a.healthy_jobs_called,
+            a.wrong_node_calls,
+            d.precision(),
+            d.recall(),
+            d.healthy_jobs_called,
+            d.wrong_node_calls,
         )?;
     }
     Ok(())

@@ -344,6 +344,8 @@ fn the_scorer_counts_a_small_hand_case_right() {
         table.contains("| drain tier | 3 | 2 | 1 | 0.333 | 0.500 | 60 s | 0 | 0 | 1 |"),
         "{table}"
     );
+    let row = "| checkpoint | 2 | 1 | 0.250 | 1.000 | 60 s | 1 | 2 | 0.500 | 1.000 | 0 | 1 |";
+    assert!(table.contains(row), "{table}");
 }
 
 #[test]
