@@ -23,8 +23,9 @@
 //! | `eval_benchmark` | 14% | 2-8 | nccl-tests sweeps, GEMM burns, inference; 60% disaggregated (prefill nodes, decode nodes, one client node) |
 //!
 //! Scrapes: jobs under 16 nodes every 10 or 15 s (a fifth at 30 s), 16-63
-//! nodes every 10-60 s, 64 or more every 15-60 s, mostly 30 or 60. Each node scrapes on its own phase; a scrape averages three
-//! instants of its window. Nodes report node-exporter (`cpu_util`,
+//! nodes every 10-60 s, 64 or more every 15-60 s, mostly 30 or 60. Each
+//! node scrapes on its own phase; a scrape averages three instants of its
+//! window. Nodes report node-exporter (`cpu_util`,
 //! `mem_used` in GiB, `disk_io`), DCGM (`gpu_util`, `gpu_power` summed over
 //! 8 GPUs, `gpu_sm_clock`, `gpu_mem_util` as memory-bandwidth busy, and the
 //! profiling fields `gpu_util_min`, `pcie_tx`, `nvlink_tx`), the IB exporter

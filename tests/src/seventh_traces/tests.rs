@@ -236,8 +236,7 @@ fn a_thermally_throttled_node_runs_on_with_clocks_below_its_peers() {
     assert!(fault.halt.is_none() && fault.subtle);
 }
 
-fn planted(job: &str, node: &str, onset: i64, kind: &str) -> Option<PlantedFault> {
-    let _ = job;
+fn planted(node: &str, onset: i64, kind: &str) -> Option<PlantedFault> {
     Some(PlantedFault {
         kind: kind.into(),
         node: node.into(),
@@ -282,15 +281,10 @@ fn the_scorer_counts_a_small_hand_case_right() {
         job(
             "B",
             &["b1", "b2", "b3"],
-            planted("B", "b2", 1000, "ecc_error"),
+            planted("b2", 1000, "ecc_error"),
             &["checkpoint", "clock_skew"],
         ),
-        job(
-            "C",
-            &["c1", "c2"],
-            planted("C", "c1", 500, "slow_host"),
-            &[],
-        ),
+        job("C", &["c1", "c2"], planted("c1", 500, "slow_host"), &[]),
     ];
     let calls = vec![
         call("A", "a1", 100, false),
@@ -353,7 +347,7 @@ fn an_empty_call_list_scores_full_precision_and_no_recall() {
     let jobs = vec![job(
         "B",
         &["b1", "b2"],
-        planted("B", "b1", 1000, "ecc_error"),
+        planted("b1", 1000, "ecc_error"),
         &[],
     )];
     let s = score(&jobs, &[]);
