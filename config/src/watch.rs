@@ -27,6 +27,12 @@ pub struct WatchSettings {
     /// The last part of the warm-up, in seconds, from which each node's own
     /// place among its peers (its baseline) and each metric's noise are learned.
     pub baseline_s: i64,
+    /// The latest a warm-up ends, in seconds from the job's first sample.
+    /// Past `warmup_s` it ends only once the job's level of its nodes' own
+    /// work has held within `transition_change` for `baseline_s`: a
+    /// start-up still under way would teach each node its place in the
+    /// start-up. A job never that steady is learned at this age.
+    pub warmup_max_s: i64,
     /// Denoising: each value is the median of a node's last this many samples
     /// of the metric (one inflated or dropped sample never makes a call).
     pub denoise_samples: usize,
@@ -136,6 +142,7 @@ impl Default for WatchSettings {
             forget_after_s: 900,
             warmup_s: 300,
             baseline_s: 120,
+            warmup_max_s: 900,
             denoise_samples: 3,
             threshold: 6.0,
             evidence_z: 2.0,

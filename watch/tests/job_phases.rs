@@ -334,3 +334,34 @@ fn a_node_that_worked_harder_than_its_peers_through_the_warm_up_and_then_like_th
         "{got:?}"
     );
 }
+
+#[test]
+fn a_node_whose_role_shows_only_once_a_long_start_up_is_over_is_learned_in_training_not_called() {
+    // Seven minutes of model loading and compiling (every node's GPUs in
+    // bursts, together), then training, in which node 3 (a reward server)
+    // runs at half its peers' level by design. Its place is learned once
+    // the job's level has held, after the start-up, not at the usual end
+    // of the warm-up.
+    let role = |node: usize, t: i64, _: &str| match (t < 420, node) {
+        (true, _) => 10.0 + 25.0 * ((t / 30) % 2) as f64,
+        (false, 3) => 40.0,
+        (false, _) => 80.0,
+    };
+    let got = calls(40, &["gpu_util", "gpu_power"], role);
+    assert!(got.is_empty(), "{got:?}");
+    // The same node that then dies is called and drained.
+    let dies = |node: usize, t: i64, m: &str| {
+        if node == 3 && t >= 1200 {
+            4.0
+        } else {
+            role(node, t, m)
+        }
+    };
+    let got = calls(40, &["gpu_util", "gpu_power"], dies);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node03", Tier::Report), ("node03", Tier::Drain)],
+        "{got:?}"
+    );
+}

@@ -15,6 +15,28 @@ const MIN_VALUES: usize = 3;
 /// (natural log: a factor of 2) is no offset by design.
 const UNSTEADY_LOG_RATIO: f64 = std::f64::consts::LN_2;
 
+/// Whether the job's level (its median node) stayed within `tolerance` (a
+/// natural log ratio) of its median over `steps` (`steps[t][node]`, NaN:
+/// missing). Steps without a value, and windows without any, count as steady.
+pub fn is_steady(steps: &[Vec<f64>], floor_fraction: f64, tolerance: f64) -> bool {
+    let mut scratch = Vec::new();
+    let levels: Vec<f64> = steps
+        .iter()
+        .filter_map(|step| {
+            scratch.clear();
+            scratch.extend(step.iter().copied().filter(|v| !v.is_nan()));
+            median(&mut scratch)
+        })
+        .collect();
+    let Some(centre) = median(&mut levels.clone()) else {
+        return true;
+    };
+    let floor = (floor_fraction * centre.abs()).max(1e-9);
+    levels
+        .iter()
+        .all(|&level| log_ratio(level, centre, floor).abs() <= tolerance)
+}
+
 /// The learned baseline of one metric in one job.
 #[derive(Debug, Clone)]
 pub struct MetricBaseline {
@@ -191,6 +213,16 @@ mod tests {
         steps.extend(vec![vec![100.0, 100.0, 100.0, 30_000.0]; 6]);
         let b = MetricBaseline::learn(&steps, 0.05).unwrap();
         assert_eq!(b.expected(3, 100.0), b.expected(0, 100.0));
+    }
+
+    #[test]
+    fn a_window_in_which_the_job_ramps_up_is_not_steady_and_one_at_its_level_is() {
+        let ramp: Vec<Vec<f64>> = (0..12).map(|t| vec![40.0 + 5.0 * t as f64; 4]).collect();
+        assert!(!is_steady(&ramp, 0.05, 0.25));
+        let mut level = vec![vec![95.0, 96.0, 94.0, 60.0]; 12];
+        level[4] = vec![f64::NAN; 4];
+        assert!(is_steady(&level, 0.05, 0.25));
+        assert!(is_steady(&[], 0.05, 0.25));
     }
 
     #[test]

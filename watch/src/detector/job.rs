@@ -1,7 +1,7 @@
 //! The state of one running job: its nodes' recent samples, what was learned
 //! in its warm-up, the current candidate, and the nodes already called.
 
-use super::baseline::MetricBaseline;
+use super::baseline::{self, MetricBaseline};
 use super::peers::{self, MetricStep};
 use super::rules::{Direction, MetricRule};
 use super::small;
@@ -193,13 +193,14 @@ impl Job {
             return;
         }
         self.snapshot(end, cfg);
-        if end < self.start + cfg.warmup_s {
-            if end >= self.start + cfg.warmup_s - cfg.baseline_s {
-                self.remember_warmup();
-            }
-            return;
-        }
         if !self.learned {
+            if end >= self.start + cfg.warmup_s - cfg.baseline_s {
+                self.remember_warmup(cfg);
+            }
+            let due = self.start + cfg.warmup_s;
+            if end < due || (end < self.start + cfg.warmup_max_s && !self.warmup_is_steady(cfg)) {
+                return;
+            }
             self.learn(cfg);
         }
         if self.nodes.len() <= cfg.small_job_max_nodes {
@@ -231,13 +232,31 @@ impl Job {
         }
     }
 
-    fn remember_warmup(&mut self) {
+    /// Keeps the last `baseline_s` of steps for the baseline.
+    fn remember_warmup(&mut self, cfg: &WatchSettings) {
         let nodes = self.nodes.len();
+        let keep = (cfg.baseline_s / cfg.interval_s).max(1) as usize;
         for (m, metric) in self.metrics.iter_mut().enumerate() {
+            if metric.warmup.len() >= keep {
+                metric.warmup.remove(0);
+            }
             metric
                 .warmup
                 .push(self.values[m * nodes..(m + 1) * nodes].to_vec());
         }
+    }
+
+    /// Whether the job's level of each metric of its nodes' own work held
+    /// over the steps kept for the baseline: a start-up that outlasts
+    /// `warmup_s` (a long model load, a compile, a slow ramp) would teach
+    /// each node its place in the start-up, not in training.
+    fn warmup_is_steady(&self, cfg: &WatchSettings) -> bool {
+        self.metrics
+            .iter()
+            .filter(|metric| metric.rule.own_work())
+            .all(|metric| {
+                baseline::is_steady(&metric.warmup, cfg.floor_fraction, cfg.transition_change)
+            })
     }
 
     fn learn(&mut self, cfg: &WatchSettings) {
