@@ -32,10 +32,14 @@
 //!   the detector's tuning (issue 45): a 2026 fleet's job mix (pretraining,
 //!   RL post-training, multimodal, benchmarks), its confounders and faults,
 //!   and its scorer with a drain tier.
+//! * [`eighth_traces`]: an eighth generator of such traces, held out from the
+//!   detector's tuning (issue 45): a week of long pretraining compressed
+//!   into short jobs (restarts on new nodes, growing and self-healing faults).
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
 pub mod cluster;
+pub mod eighth_traces;
 pub mod fake_nvml;
 pub mod fifth_traces;
 pub mod fixture;
