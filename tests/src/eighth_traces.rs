@@ -489,7 +489,9 @@ fn plan_software_restart(rng: &mut Rng, job: &mut JobPlan, next_g: &mut u32, int
     job.runs[0].end = crash;
     for _ in 0..rng.int(1, 3).min(ranks.len() as i64) {
         let slot = rng.int(1, ranks.len() as i64 - 1).max(0) as usize;
-        job.nodes.push(new_node(rng, *next_g + 4096, interval));
+        // Spares come from the same pool, so every name stays unique in the file.
+        *next_g += rng.int(0, 3) as u32;
+        job.nodes.push(new_node(rng, *next_g, interval));
         *next_g += 1;
         let stage = job.nodes[ranks[slot]].stage;
         let last = job.nodes.len() - 1;
@@ -611,10 +613,13 @@ fn end_run_after_fault(
     let job_end = job.runs.last().map(|x| x.end).unwrap_or(h1);
     let mut ranks = job.runs[r].ranks.clone();
     job.runs.truncate(r + 1);
+    job.confounders.retain(|&c| c != "restart");
     job.runs[r].end = h1.min(job_end).max(h0 + 30);
     let back = job.runs[r].end + rng.int(180, 480);
     if back + 600 < job_end && rng.chance(0.7) {
-        job.nodes.push(new_node(rng, *next_g + 4096, interval));
+        // Spares come from the same pool, so every name stays unique in the file.
+        *next_g += rng.int(0, 3) as u32;
+        job.nodes.push(new_node(rng, *next_g, interval));
         *next_g += 1;
         let last = job.nodes.len() - 1;
         job.nodes[last].stage = job.nodes[faulty].stage;
@@ -628,6 +633,9 @@ fn end_run_after_fault(
             end: job_end,
             ranks,
         });
+    }
+    if job.runs.len() > 1 {
+        job.confounders.push("restart");
     }
 }
 
@@ -920,7 +928,7 @@ fn apply_fabric(job: &JobPlan, node: &NodePlan, t: i64, l: &mut Load) {
                     l.clock *= 1.0 - d;
                     l.temp += 8.0 + 40.0 * d;
                     l.power *= 1.0 - 0.7 * d;
-                    l.busy = l.busy.max(0.9).min(0.99);
+                    l.busy = l.busy.clamp(0.9, 0.99);
                 }
             }
             Seg::Congestion(leaf, d) => {
@@ -1152,16 +1160,13 @@ fn emit_job(job: &JobPlan, rng: &mut Rng, rows: &mut Vec<Row>) {
                     t += node.interval;
                     continue;
                 }
-                let mut l = if t >= run.end {
+                let l = if t >= run.end {
                     let mut idle = Load::training();
                     (idle.busy, idle.work, idle.comm, idle.disk) = (0.0, 0.0, 0.0, 0.1);
                     idle
                 } else {
                     load_at(job, ni, rank, t)
                 };
-                if l.gone > 0.0 && t >= run.end {
-                    l.gone = 1.0;
-                }
                 let mut v = values(job, &l, rng);
                 if after_restart {
                     RATE_METRICS.iter().for_each(|&m| v[m] = 0.0);
@@ -1221,11 +1226,7 @@ pub fn truth_of(spec: &IndependentSpec) -> Vec<IndependentJob> {
 pub fn generate(spec: &IndependentSpec, out: &mut impl Write) -> io::Result<Vec<IndependentJob>> {
     let plans = plan_all(spec);
     let mut rows = Vec::new();
-    let mut owner: BTreeMap<u32, usize> = BTreeMap::new();
     for (j, job) in plans.iter().enumerate() {
-        job.nodes.iter().for_each(|n| {
-            owner.insert(n.g, j);
-        });
         let mut job_rng = Rng::new(spec.seed ^ mix(j as u64 + 1));
         emit_job(job, &mut job_rng, &mut rows);
     }
@@ -1266,7 +1267,10 @@ pub fn generate(spec: &IndependentSpec, out: &mut impl Write) -> io::Result<Vec<
 fn truth(job: &JobPlan) -> IndependentJob {
     IndependentJob {
         job: job.id.clone(),
-        nodes: job.nodes.iter().map(|n| n.name.clone()).collect(),
+        nodes: (0..job.nodes.len())
+            .filter(|i| job.runs.iter().any(|r| r.ranks.contains(i)))
+            .map(|i| job.nodes[i].name.clone())
+            .collect(),
         fault: job.fault.as_ref().map(|f| PlantedFault {
             kind: f.kind.to_string(),
             node: job.nodes[f.node].name.clone(),
@@ -1581,6 +1585,32 @@ mod tests {
     }
 
     #[test]
+    fn node_names_are_unique_across_jobs_and_restarts_bring_new_names() {
+        let mut seen = BTreeSet::new();
+        for seed in 0..20 {
+            seen.clear();
+            for job in truth_of(&IndependentSpec::new(seed)) {
+                for node in &job.nodes {
+                    assert!(seen.insert(node.clone()), "seed {seed}: {node} twice");
+                }
+            }
+        }
+        let spec = IndependentSpec::new(3);
+        let plans = plan_all(&spec);
+        let restarted = plans.iter().filter(|p| p.runs.len() > 1).count();
+        assert!(restarted > 5, "{restarted} restarted jobs");
+        for p in plans.iter().filter(|p| p.runs.len() > 1) {
+            assert!(p.confounders.contains(&"restart"));
+            let last = &p.runs[p.runs.len() - 1].ranks;
+            assert!(
+                last.iter().any(|i| !p.runs[0].ranks.contains(i)),
+                "job {}",
+                p.id
+            );
+        }
+    }
+
+    #[test]
     fn each_confounder_is_present_in_most_jobs() {
         let jobs = many_jobs();
         for name in CONFOUNDERS {
@@ -1659,5 +1689,26 @@ mod tests {
             text.contains("| total | 4 | 2 | 0.200 | 0.500 | 30 s | 1 | 2 | 2 |"),
             "{text}"
         );
+    }
+
+    /// Release mode only: `cargo test --release -p lemonade-tests --lib full_size -- --ignored`.
+    #[test]
+    #[ignore]
+    fn a_full_size_seed_has_two_to_four_million_rows_and_generates_in_under_a_second() {
+        for seed in 1..4 {
+            let began = std::time::Instant::now();
+            let mut out = Vec::new();
+            let truth = generate(&IndependentSpec::new(seed), &mut out).unwrap();
+            let took = began.elapsed();
+            let rows = out.iter().filter(|&&b| b == b'\n').count() - 1;
+            let faulty = truth.iter().filter(|j| j.fault.is_some()).count();
+            println!(
+                "seed {seed}: {rows} rows, {} bytes, {faulty}/{} faulty, {took:?}",
+                out.len(),
+                truth.len()
+            );
+            assert!((2_000_000..4_500_000).contains(&rows), "{rows} rows");
+            assert!(took.as_secs_f64() < 1.0, "{took:?}");
+        }
     }
 }
