@@ -33,8 +33,9 @@
 //!   memory levels. Apart: a 1-node stage always stands apart from the rest.
 //! * `moe_imbalance` (~60%): 1-3 hot nodes carry 10-30% more IB and 5-10% more
 //!   power; the hot set moves every 4-10 min. Apart: always, a moving node.
-//! * `rank0_extra` (~85%): rank 0's node runs +10-25% CPU, +40-80 GiB memory,
-//!   logging I/O, 1-3% less GPU util. Apart: always (rank 0 only).
+//! * `rank0_extra` (~85%): rank 0's node runs +18 points of CPU, +60 GiB
+//!   memory, logging I/O, 2% less GPU util; with a pipeline, the last rank
+//!   (loss and logits) also runs +8 CPU and +5% power. Apart: always.
 //! * `node_offset` (~70%): 1-3 nodes 2-5% slower, power +-4-8%, 3-8 C hotter
 //!   for life. Apart: always, small.
 //! * `node_transient` (~65%): 1-2 healthy nodes a little off for 10-40 min:
@@ -64,16 +65,17 @@
 //! * `clock_skew` (~70%): each node's clock off by up to +-5 s.
 //! * `restart` (~60%): a software crash (all ranks exit within 20 s), 2-6 min
 //!   down, back from the checkpoint with 1-3 nodes replaced by new names
-//!   under the same job id. Apart: the new nodes' warm-up is not aligned.
+//!   under the same job id (a fatal fault's restart also counts). Apart: never
+//!   for long; the new names have no history before the restart.
 //!
 //! # Faults
 //! Minder's Table 2 mix, normalised (ECC 38.9, PCIe downgrade 6.6, NIC
 //! dropout 5.7, GPU card drop 2.0, NVLink 1.7, AOC cable 1.1), plus 15% subtle.
 //! * `ecc_error`: one GPU's process dies: the node's util_min 0, util 7/8 and
 //!   one GPU's power at idle; every other rank spins in NCCL (util ~99%,
-//!   power ~25% of TDP, no traffic). Half the jobs (torchrun) exit 30-90 s
-//!   later, half hang until the NCCL watchdog (5-20 min). 70% then restart
-//!   from the checkpoint without the faulty node.
+//!   power ~25% of TDP, no traffic). A quarter of jobs (an agent tears the
+//!   job down) exit 60-120 s later, the rest hang until the NCCL watchdog
+//!   (5-20 min). 70% then restart from the checkpoint without the faulty node.
 //! * `gpu_card_drop`: as ECC, but the GPU vanishes: util and util_min are
 //!   over 7 GPUs (spinning), power and PCIe lose one GPU's share.
 //! * `nvlink_error`: the node's NVLink traffic stops and all its ranks exit
@@ -274,6 +276,8 @@ struct NodePlan {
     speed: f64,
     power: f64,
     temp: f64,
+    /// The highest rank of the first run: the last pipeline stage's loss and logits.
+    last_rank: bool,
     gaps: Vec<(i64, i64)>,
     restarts: Vec<(i64, i64)>,
     transient: Option<(i64, i64, Transient, f64)>,
@@ -387,6 +391,7 @@ fn new_node(rng: &mut Rng, g: u32, interval: i64) -> NodePlan {
         speed: 1.0,
         power: 1.0,
         temp: 0.0,
+        last_rank: false,
         gaps: Vec::new(),
         restarts: Vec::new(),
         transient: None,
@@ -453,6 +458,7 @@ fn plan_layout(rng: &mut Rng, job: &mut JobPlan) {
     cuts.sort_unstable();
     for (i, node) in job.nodes.iter_mut().enumerate() {
         node.stage = cuts.iter().filter(|&&c| c <= i).count();
+        node.last_rank = i + 1 == n;
     }
     for s in 0..stages {
         let edge = stages > 1 && (s == 0 || s == stages - 1);
@@ -563,8 +569,10 @@ fn plan_fault(
 }
 
 fn shape_fault(rng: &mut Rng, f: &mut FaultPlan) {
-    let watchdog = if rng.chance(0.5) {
-        rng.int(30, 90)
+    // A quarter of jobs run under an agent that tears the job down soon after
+    // a rank dies; the rest hang in NCCL until the watchdog fires.
+    let watchdog = if rng.chance(0.25) {
+        rng.int(60, 120)
     } else {
         rng.int(300, 1200)
     };
@@ -955,7 +963,12 @@ fn apply_node(job: &JobPlan, node: &NodePlan, rank: usize, t: i64, l: &mut Load)
     l.mem += 100.0 * (st.mem - 1.0);
     l.work *= node.speed;
     l.temp += node.temp;
-    if rank == 0 && job.confounders.contains(&"rank0_extra") {
+    let extra = job.confounders.contains(&"rank0_extra");
+    if extra && job.stages.len() > 1 && node.stage == job.stages.len() - 1 && node.last_rank {
+        l.cpu += 8.0;
+        l.power *= 1.05;
+    }
+    if rank == 0 && extra {
         l.cpu += 18.0;
         l.mem += 60.0;
         l.disk += 2.0;
@@ -1608,6 +1621,68 @@ mod tests {
                 p.id
             );
         }
+    }
+
+    /// The first planned job with this fault kind, over seeds.
+    fn job_with(kind: &str) -> JobPlan {
+        (0..200)
+            .flat_map(|seed| plan_all(&IndependentSpec::new(seed)))
+            .find(|p| p.fault.as_ref().is_some_and(|f| f.kind == kind))
+            .expect("the kind occurs")
+    }
+
+    fn sample(job: &JobPlan, node: usize, t: i64) -> [f64; 18] {
+        let run = job.runs.iter().find(|r| r.ranks.contains(&node)).unwrap();
+        let rank = run.ranks.iter().position(|&x| x == node).unwrap();
+        values(job, &load_at(job, node, rank, t), &mut Rng::new(1))
+    }
+
+    #[test]
+    fn an_ecc_error_idles_one_gpu_of_its_node_while_every_peer_spins_in_nccl() {
+        let job = job_with("ecc_error");
+        let f = job.fault.as_ref().unwrap();
+        let t = f.onset + 20;
+        let peer = job
+            .runs
+            .iter()
+            .flat_map(|r| &r.ranks)
+            .find(|&&x| x != f.node)
+            .copied()
+            .unwrap();
+        let (bad, good) = (sample(&job, f.node, t), sample(&job, peer, t));
+        assert_eq!(bad[4], 0.0, "util_min of the faulty node");
+        assert!(
+            good[4] > 90.0 && good[3] > 95.0,
+            "peer util {} min {}",
+            good[3],
+            good[4]
+        );
+        assert!(bad[3] < 90.0 && bad[3] > 80.0, "faulty util {}", bad[3]);
+        assert!(good[10] < job.ib_base * 0.05, "a hung peer moves no data");
+    }
+
+    #[test]
+    fn a_heating_gpu_grows_from_nothing_to_a_throttled_clock() {
+        let job = (0..400)
+            .flat_map(|seed| plan_all(&IndependentSpec::new(seed)))
+            .find(|p| {
+                p.fault
+                    .as_ref()
+                    .is_some_and(|f| f.kind == "subtle_gpu_thermal" && f.ramp > 0)
+            })
+            .unwrap();
+        let f = job.fault.as_ref().unwrap();
+        let mut l = Load::training();
+        apply_fault(&job, f.node, f.onset + 1, &mut l);
+        assert!(l.clock > 0.99);
+        let mut l = Load::training();
+        apply_fault(&job, f.node, f.onset + f.ramp + 60, &mut l);
+        assert!(
+            (l.clock - (1.0 - f.depth)).abs() < 1e-9,
+            "clock {}",
+            l.clock
+        );
+        assert!((0.08..=0.25).contains(&f.depth));
     }
 
     #[test]
