@@ -365,3 +365,21 @@ fn a_node_whose_role_shows_only_once_a_long_start_up_is_over_is_learned_in_train
         "{got:?}"
     );
 }
+#[test]
+fn a_node_under_congestion_whose_own_work_dips_within_noise_is_reported_not_drained() {
+    // From minute 10 node 3's port sees ten times the pause frames and
+    // congestion notifications (another tenant on its leaf), and its GPUs
+    // lose 10%: far apart on the network's counters, barely on its own work.
+    let congested = |node: usize, t: i64, m: &str| {
+        let hit = node == 3 && t >= 600;
+        match (m, hit) {
+            ("pfc_pause" | "cnp", true) => 1000.0,
+            ("pfc_pause" | "cnp", false) => 100.0,
+            (_, true) => 72.0,
+            _ => 80.0,
+        }
+    };
+    let got = calls(40, &["gpu_util", "pfc_pause", "cnp"], congested);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node03", Tier::Report)], "{got:?}");
+}

@@ -32,12 +32,13 @@ struct Evidence {
 impl Evidence {
     /// The high-confidence bar, on the metrics whose normal for this node
     /// is known: the node stands apart by `drain_score`, and its own work
-    /// fell (the network's counters alone cannot tell a node's link from
-    /// another tenant's traffic). A node whose place was never learned (a
-    /// gap in its warm-up, an offset that wobbled) may differ by design (a
-    /// pipeline stage of its own), so it is reported.
+    /// alone by `threshold` (the network's counters, and a dip in its own
+    /// work within noise beside them, cannot tell a node's link from
+    /// another tenant's traffic under the same leaf). A node whose place
+    /// was never learned (a gap in its warm-up, an offset that wobbled) may
+    /// differ by design (a pipeline stage of its own), so it is reported.
     fn drains(&self, cfg: &WatchSettings) -> bool {
-        self.placed_own_work > 0.0 && self.placed_score >= cfg.drain_score
+        self.placed_own_work >= cfg.threshold && self.placed_score >= cfg.drain_score
     }
 }
 
