@@ -83,9 +83,9 @@ pub struct WatchSettings {
     /// ... for this many seconds without a break.
     pub small_job_sustain_s: i64,
     /// Two tiers of action. A call of a job of 4+ nodes drains only when its
-    /// combined distance reaches this (well above `threshold`); below it the
-    /// call is reported (`lemon report`, the hooks, the JSON) and no node is
-    /// drained.
+    /// combined distance reaches this (well above `threshold`), and its own
+    /// work's metrics alone reach `threshold`; below it the call is reported
+    /// (`lemon report`, the hooks, the JSON) and no node is drained.
     pub drain_score: f64,
     /// A drain is never the first word: a call of the drain tier is first
     /// reported, and the node is drained only once it has stayed at the
