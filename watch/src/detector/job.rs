@@ -476,18 +476,9 @@ impl Job {
             judged |= metric.rule.own_work();
             let residual =
                 peers::log_ratio(v, level, baseline.floor) - baseline.expected(node, level);
-            let step = MetricStep {
-                rule: &metric.rule,
-                baseline,
-                values: &self.called_values[m * nodes..(m + 1) * nodes],
-            };
-            weighed.push(peers::weigh(
-                &step,
-                node,
-                residual,
-                (level, centre, spread),
-                cfg,
-            ));
+            let reference = (level, centre, spread);
+            let rule = (&metric.rule, baseline);
+            weighed.push(peers::weigh(rule, node, v, residual, reference, cfg));
         }
         judged.then(|| self.evidence_of_node(node, |i| weighed[i]))
     }

@@ -88,7 +88,9 @@ pub fn step(
             if r.is_nan() {
                 continue;
             }
-            let weighed = weigh(metric, node, *r, (level, centre, spread), cfg);
+            let rule = (metric.rule, metric.baseline);
+            let value = metric.values[node];
+            let weighed = weigh(rule, node, value, *r, (level, centre, spread), cfg);
             if weighed > 0.0 {
                 scratch.evidence[m * nodes + node] = weighed;
                 scratch.combined[node] += weighed * weighed;
@@ -115,25 +117,19 @@ pub fn step(
 /// rank 0 with extra work) and is back among them now has left its offset,
 /// but it does less than none of its peers.
 pub fn weigh(
-    metric: &MetricStep<'_>,
+    (rule, baseline): (&MetricRule, &MetricBaseline),
     node: usize,
+    value: f64,
     residual: f64,
     (level, centre, spread): (f64, f64, f64),
     cfg: &WatchSettings,
 ) -> f64 {
-    let baseline = metric.baseline;
-    let own = metric
-        .rule
-        .evidence((residual - centre) / spread, cfg.evidence_z);
+    let own = rule.evidence((residual - centre) / spread, cfg.evidence_z);
     if own == 0.0 || !baseline.placed(node) {
         return own;
     }
-    let raw = log_ratio(metric.values[node], level, baseline.floor) - baseline.typical(level);
-    own.min(
-        metric
-            .rule
-            .evidence((raw - centre) / spread, cfg.evidence_z),
-    )
+    let raw = log_ratio(value, level, baseline.floor) - baseline.typical(level);
+    own.min(rule.evidence((raw - centre) / spread, cfg.evidence_z))
 }
 
 /// The job's level, the median residual and the spread of one metric among
