@@ -365,6 +365,39 @@ fn a_node_whose_role_shows_only_once_a_long_start_up_is_over_is_learned_in_train
         "{got:?}"
     );
 }
+
+#[test]
+fn a_baseline_is_not_learned_in_an_evaluation_phase_that_follows_a_checkpoint() {
+    // A checkpoint from minute 3 leaves the first windows unsteady; the
+    // evaluation phase from minute 5.5 to 9.5 is steady, but at two thirds
+    // of the training level. Node 3 (rank 0, busy elsewhere) trains at
+    // 60% of its peers by design, and evaluates like them: learned there,
+    // its place would be its peers', and training would look like a fault.
+    let phases = |node: usize, t: i64, _: &str| match (t, node) {
+        (180..=269, _) => 5.0,
+        (330..=569, _) => 55.0,
+        (_, 3) => 48.0,
+        _ => 80.0,
+    };
+    let got = calls(40, &["gpu_util", "gpu_power"], phases);
+    assert!(got.is_empty(), "{got:?}");
+    // The same node that then dies is called and drained.
+    let dies = |node: usize, t: i64, m: &str| {
+        if node == 3 && t >= 1500 {
+            4.0
+        } else {
+            phases(node, t, m)
+        }
+    };
+    let got = calls(40, &["gpu_util", "gpu_power"], dies);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node03", Tier::Report), ("node03", Tier::Drain)],
+        "{got:?}"
+    );
+}
+
 #[test]
 fn a_node_under_congestion_whose_own_work_dips_within_noise_is_reported_not_drained() {
     // From minute 10 node 3's port sees ten times the pause frames and
@@ -382,4 +415,35 @@ fn a_node_under_congestion_whose_own_work_dips_within_noise_is_reported_not_drai
     let got = calls(40, &["gpu_util", "pfc_pause", "cnp"], congested);
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(called, [("node03", Tier::Report)], "{got:?}");
+}
+
+#[test]
+fn a_fault_that_starts_as_training_resumes_after_an_evaluation_is_not_learned_as_the_nodes_place() {
+    // Training from minute 1, a checkpoint from minute 3.5 to 5, training
+    // to minute 5.5, then an evaluation at two thirds of the level until
+    // minute 9.5. Node 5's GPUs lose 40% at minute 9.3. A baseline that
+    // waited for a window steady at the training level (minute 11.5) and
+    // learned from it would take that loss for node 5's place (a rule
+    // tried on 2026-11-29 did); learned from the first steps of training,
+    // it is a fault.
+    let job = |node: usize, t: i64, _: &str| {
+        let level = match t {
+            0..=59 => 10.0,
+            210..=299 => 5.0,
+            330..=569 => 55.0,
+            _ => 80.0,
+        };
+        if node == 5 && t >= 560 {
+            level * 0.6
+        } else {
+            level
+        }
+    };
+    let got = calls(30, &["gpu_util", "gpu_power"], job);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node05", Tier::Report), ("node05", Tier::Drain)],
+        "{got:?}"
+    );
 }

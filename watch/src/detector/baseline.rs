@@ -15,9 +15,10 @@ const MIN_VALUES: usize = 3;
 /// (natural log: a factor of 2) is no offset by design.
 const UNSTEADY_LOG_RATIO: f64 = std::f64::consts::LN_2;
 
-/// Whether the job's level (its median node) stayed within `tolerance` (a
-/// natural log ratio) of its median over `steps` (`steps[t][node]`, NaN:
-/// missing). Steps without a value, and windows without any, count as steady.
+/// Whether the job's level (its median node) moved by at most `tolerance`
+/// (a natural log ratio, highest to lowest) over `steps` (`steps[t][node]`,
+/// NaN: missing): a window half in training and half in an evaluation is
+/// not. Steps without a value, and windows without any, count as steady.
 pub fn is_steady(steps: &[Vec<f64>], floor_fraction: f64, tolerance: f64) -> bool {
     let mut scratch = Vec::new();
     let levels: Vec<f64> = steps
@@ -32,9 +33,12 @@ pub fn is_steady(steps: &[Vec<f64>], floor_fraction: f64, tolerance: f64) -> boo
         return true;
     };
     let floor = (floor_fraction * centre.abs()).max(1e-9);
-    levels
+    let (low, high) = levels
         .iter()
-        .all(|&level| log_ratio(level, centre, floor).abs() <= tolerance)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &l| {
+            (lo.min(l), hi.max(l))
+        });
+    log_ratio(high, low, floor) <= tolerance
 }
 
 /// The learned baseline of one metric in one job.
@@ -223,6 +227,13 @@ mod tests {
         level[4] = vec![f64::NAN; 4];
         assert!(is_steady(&level, 0.05, 0.25));
         assert!(is_steady(&[], 0.05, 0.25));
+        let two_phases: Vec<Vec<f64>> = (0..12)
+            .map(|t| vec![if t < 6 { 80.0 } else { 55.0 }; 4])
+            .collect();
+        assert!(
+            !is_steady(&two_phases, 0.05, 0.25),
+            "each phase is within the tolerance of the window's median, not of each other"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! in its warm-up, the current candidate, and the nodes already called.
 
 use super::baseline::{self, MetricBaseline};
+use super::near_peak::{Fit, NearPeak};
 use super::peers::{self, MetricStep};
 use super::rules::{Direction, MetricRule};
 use super::small;
@@ -53,6 +54,9 @@ struct Metric {
     warmup: Vec<Vec<f64>>,
     /// The job's level at the last step it was compared.
     last_level: f64,
+    /// The job's highest level of this metric of its nodes' own work before
+    /// its baseline was learned (NaN: another metric).
+    peak_level: f64,
 }
 
 /// One job under watch.
@@ -69,6 +73,8 @@ pub struct Job {
     series: Vec<Vec<Series>>,
     called: Vec<bool>,
     learned: bool,
+    /// The warm-up's first steps near the job's peak: what it learns from.
+    near_peak: NearPeak,
     /// The node that stood alone at the last steps, and for how many.
     candidate: Option<(usize, u32)>,
     /// Steps left before candidates count again after a shared phase change.
@@ -116,6 +122,7 @@ impl Job {
             series: Vec::new(),
             called: Vec::new(),
             learned: false,
+            near_peak: NearPeak::default(),
             candidate: None,
             settling: 0,
             edge_levels: Vec::new(),
@@ -175,6 +182,7 @@ impl Job {
             baseline: None,
             warmup: Vec::new(),
             last_level: f64::NAN,
+            peak_level: f64::NAN,
         });
         self.metric_index.insert(name.into(), i);
         i
@@ -194,15 +202,8 @@ impl Job {
             return;
         }
         self.snapshot(end, cfg);
-        if !self.learned {
-            if end >= self.start + cfg.warmup_s - cfg.baseline_s {
-                self.remember_warmup(cfg);
-            }
-            let due = self.start + cfg.warmup_s;
-            if end < due || (end < self.start + cfg.warmup_max_s && !self.warmup_is_steady(cfg)) {
-                return;
-            }
-            self.learn(cfg);
+        if !self.learned && !self.warm_up(end, cfg) {
+            return;
         }
         if self.nodes.len() <= cfg.small_job_max_nodes {
             self.small_step(end, trigger, cfg, scratch, out);
@@ -247,6 +248,54 @@ impl Job {
         }
     }
 
+    /// Takes one warm-up step; true once the baseline is learned: past
+    /// `warmup_s`, once the job's level held over the last `baseline_s`, or
+    /// at `warmup_max_s`.
+    fn warm_up(&mut self, end: i64, cfg: &WatchSettings) -> bool {
+        let levels = self.own_work_levels();
+        for (metric, &level) in self.metrics.iter_mut().zip(&levels) {
+            metric.peak_level = metric.peak_level.max(level);
+        }
+        // Other metrics' levels are NaN, and so are their peaks.
+        let peaks: Vec<f64> = self.metrics.iter().map(|m| m.peak_level).collect();
+        let fit = Fit {
+            keep: (cfg.baseline_s / cfg.interval_s).max(1) as usize,
+            floor_fraction: cfg.floor_fraction,
+            tolerance: cfg.transition_change,
+        };
+        let nodes = self.nodes.len();
+        self.near_peak
+            .observe((&levels, &peaks), &self.values, nodes, fit);
+        if end >= self.start + cfg.warmup_s - cfg.baseline_s {
+            self.remember_warmup(cfg);
+        }
+        let due = self.start + cfg.warmup_s;
+        if end < due || (end < self.start + cfg.warmup_max_s && !self.warmup_is_steady(cfg)) {
+            return false;
+        }
+        let late = end >= due + cfg.interval_s;
+        self.learn(late, cfg);
+        true
+    }
+
+    /// The job's level (its median node) of each metric of its nodes' own
+    /// work at this step; NaN for other metrics and where none reported.
+    fn own_work_levels(&self) -> Vec<f64> {
+        let nodes = self.nodes.len();
+        let mut scratch = Vec::with_capacity(nodes);
+        let mut levels = vec![f64::NAN; self.metrics.len()];
+        for (m, metric) in self.metrics.iter().enumerate() {
+            if !metric.rule.own_work() {
+                continue;
+            }
+            scratch.clear();
+            let values = &self.values[m * nodes..(m + 1) * nodes];
+            scratch.extend(values.iter().copied().filter(|v| !v.is_nan()));
+            levels[m] = crate::stats::median(&mut scratch).unwrap_or(f64::NAN);
+        }
+        levels
+    }
+
     /// Whether the job's level of each metric of its nodes' own work held
     /// over the steps kept for the baseline: a start-up that outlasts
     /// `warmup_s` (a long model load, a compile, a slow ramp) would teach
@@ -260,11 +309,21 @@ impl Job {
             })
     }
 
-    fn learn(&mut self, cfg: &WatchSettings) {
-        for metric in &mut self.metrics {
-            metric.baseline = MetricBaseline::learn(&metric.warmup, cfg.floor_fraction);
+    /// Learns each metric's baseline: from the last `baseline_s` when the
+    /// job was steady as the warm-up fell due, else (`late`:
+    /// a checkpoint, an evaluation or a long start-up in the way) from the
+    /// first steps it spent near its peak, if there were half a window of
+    /// them: the last window may have started after a fault's onset, and
+    /// the steps before it may be an evaluation phase.
+    fn learn(&mut self, late: bool, cfg: &WatchSettings) {
+        let enough = ((cfg.baseline_s / cfg.interval_s).max(1) as usize).div_ceil(2);
+        for (m, metric) in self.metrics.iter_mut().enumerate() {
+            let near_peak = late.then(|| self.near_peak.steps_of(m, enough)).flatten();
+            let steps = near_peak.as_deref().unwrap_or(&metric.warmup);
+            metric.baseline = MetricBaseline::learn(steps, cfg.floor_fraction);
             metric.warmup = Vec::new();
         }
+        self.near_peak = NearPeak::default();
         self.learned = true;
     }
 

@@ -8,6 +8,7 @@
 
 mod baseline;
 mod job;
+mod near_peak;
 mod peers;
 mod rules;
 mod series;
