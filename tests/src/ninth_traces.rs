@@ -5,9 +5,9 @@
 //!
 //! # The job
 //!
-//! Jobs of 2 to 256 nodes (10% 2-node, 8% 3-node, 22% 4-8, 25% 9-32, 22%
-//! 33-96, 13% 97-256), 30-90 minutes, scraped every 10/15/30/60 s (large jobs
-//! mostly 30/60 s). Every node runs the same synchronous step: a compute
+//! Jobs of 2 to 256 nodes (10% 2-node, 8% 3-node, 27% 4-8, 31% 9-32, 18%
+//! 33-96, 6% 97-256), 30-90 minutes, scraped every 10/15/30/60 s (jobs over
+//! 64 nodes at 15/30/60 s, 90% of them at 30 or 60 s). Every node runs the same synchronous step: a compute
 //! phase (share 0.6-0.9) and a communication phase, period 2-40 s (micro-step
 //! times gradient-accumulation), 20% of jobs with 18-40 s steps. A scrape
 //! samples one instant, so long steps alias into slow beats and one node can

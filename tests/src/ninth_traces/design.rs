@@ -191,10 +191,10 @@ pub(super) fn draw_size(rng: &mut Rng, max_nodes: usize) -> usize {
     let n = match rng.pick(&[
         (0, 10.0),
         (1, 8.0),
-        (2, 22.0),
-        (3, 25.0),
-        (4, 22.0),
-        (5, 13.0),
+        (2, 27.0),
+        (3, 31.0),
+        (4, 18.0),
+        (5, 6.0),
     ]) {
         0 => 2,
         1 => 3,
@@ -209,8 +209,8 @@ pub(super) fn draw_size(rng: &mut Rng, max_nodes: usize) -> usize {
 /// The per-job scrape interval: large jobs scrape less often.
 pub(super) fn draw_interval(rng: &mut Rng, nodes: usize) -> i64 {
     let small = [(10, 4.0), (15, 3.0), (30, 2.0), (60, 1.0)];
-    let large = [(10, 1.0), (15, 2.0), (30, 4.0), (60, 3.0)];
-    let mid = [(10, 2.5), (15, 2.5), (30, 3.0), (60, 2.0)];
+    let large = [(15, 1.0), (30, 4.5), (60, 4.5)];
+    let mid = [(10, 1.5), (15, 2.5), (30, 3.5), (60, 2.5)];
     match nodes {
         0..=16 => rng.pick(&small),
         17..=64 => rng.pick(&mid),

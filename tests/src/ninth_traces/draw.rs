@@ -172,7 +172,7 @@ fn draw_stages(rng: &mut Rng, job: &mut JobDesign, pp: usize) {
         cuts.swap(i, j);
     }
     let mut cuts: Vec<usize> = cuts.into_iter().take(pp - 1).collect();
-    if rng.chance(0.5) && n % pp == 0 {
+    if rng.chance(0.5) && (n / pp) * pp == n {
         cuts = (1..pp).map(|s| s * n / pp).collect();
     }
     cuts.sort_unstable();
@@ -364,6 +364,11 @@ fn draw_job_events(rng: &mut Rng, job: &mut JobDesign) {
             t += every;
         }
     }
+    draw_stalls(rng, job, train, end);
+}
+
+/// Loader stalls, batch-size steps and the moving MoE hot spot.
+fn draw_stalls(rng: &mut Rng, job: &mut JobDesign, train: i64, end: i64) {
     if rng.chance(0.7) {
         job.add("loader_stall");
         for _ in 0..rng.int(1, 5) {

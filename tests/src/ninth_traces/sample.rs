@@ -96,6 +96,9 @@ fn live(job: &JobDesign, i: usize, t: i64) -> bool {
 }
 
 pub(super) fn active(e: &Event, i: usize, t: i64) -> bool {
+    if t < e.start || t >= e.end + e.stagger {
+        return false;
+    }
     if !e.nodes.is_empty() && !e.nodes.contains(&i) {
         return false;
     }
@@ -263,16 +266,20 @@ fn train(job: &JobDesign, ctx: &Ctx, i: usize, t: i64, since: i64, s: &mut State
     let stage_ib = if first || last { 0.85 } else { 1.0 };
     let g = node.gpus / 8.0;
     let ov = job.overlap;
+    // Every node moves the same bytes per step, so traffic follows the
+    // job's pace; a waiting node spends the wait inside the collective.
     s.ib = job.ib_avg
         * g
         * node.nic_frac.powf(0.3)
         * node.cp_mult
         * stage_ib
         * ramp
-        * (ov * comp + comm)
+        * pace
+        * (ov * c + 1.0 - c)
         / (ov * f + 1.0 - f);
-    s.nvl = job.nvl_avg * g * ramp * (0.5 * comp + 1.5 * comm) / (0.5 * f + 1.5 * (1.0 - f));
-    s.pcie = job.pcie_avg * g * (0.4 + 0.6 * (1.0 - wait)) * if first { 1.6 } else { 1.0 };
+    s.nvl =
+        job.nvl_avg * g * ramp * pace * (0.5 * c + 1.5 * (1.0 - c)) / (0.5 * f + 1.5 * (1.0 - f));
+    s.pcie = job.pcie_avg * g * (0.4 + 0.6 * pace) * if first { 1.6 } else { 1.0 };
     s.mem_util_mult = if first {
         1.15
     } else if last {
@@ -283,8 +290,8 @@ fn train(job: &JobDesign, ctx: &Ctx, i: usize, t: i64, since: i64, s: &mut State
     if last {
         s.sm = (s.sm * 1.04).min(0.97);
     }
-    s.cpu += 5.0 * (1.0 - wait);
-    s.disk = 3e7 * (1.0 - wait) * if node.loader_host { 3.0 } else { 1.0 };
+    s.cpu += 5.0 * pace;
+    s.disk = 3e7 * pace * if node.loader_host { 3.0 } else { 1.0 };
     s.mem_gib += 20.0 * ((t - job.life.start) as f64 / 3600.0);
     if node.loader_host {
         s.ib_tx_extra = rng.range(2e9, 6e9);

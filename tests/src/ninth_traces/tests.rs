@@ -259,7 +259,7 @@ fn mean(rows: &[Row], metric: &str, node: Option<u32>, from: i64, to: i64) -> Op
     let m = METRICS.iter().position(|x| *x == metric)? as u8;
     let v: Vec<f64> = rows
         .iter()
-        .filter(|r| r.metric == m && node.is_none_or(|n| r.node == n) && from <= r.t && r.t < to)
+        .filter(|r| r.metric == m && node.unwrap_or(r.node) == r.node && from <= r.t && r.t < to)
         .map(|r| r.value)
         .collect();
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
