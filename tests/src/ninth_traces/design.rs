@@ -134,6 +134,8 @@ pub(super) struct Fault {
     /// Flapping links: degraded for `duty` seconds of every `period`.
     pub period: i64,
     pub duty: i64,
+    /// Which of a kind's shapes this is (the kind's `shape` says).
+    pub variant: u8,
 }
 
 /// The job's life as windows: between `inits` and `hangs` and `downs` it trains.

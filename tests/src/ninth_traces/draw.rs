@@ -636,6 +636,7 @@ fn draw_fault(rng: &mut Rng, job: &mut JobDesign, train: i64) {
         relapse: None,
         period: 0,
         duty: 0,
+        variant: 0,
     };
     super::faults::shape(rng, &mut fault, end);
     if let Some(crash) = fault.crash_at {

@@ -67,6 +67,9 @@ pub(super) fn shape(rng: &mut Rng, f: &mut Fault, end: i64) {
             }
         }
         FaultKind::AocError => {
+            // Variant 1: the link renegotiated at half speed; otherwise
+            // symbol errors and retransmits on a marginal cable.
+            f.variant = u8::from(rng.chance(0.5));
             f.mag = rng.range(0.5, 0.8);
             if rng.chance(0.3) {
                 f.degrade_end = short(rng);
@@ -127,6 +130,10 @@ pub(super) fn apply(f: &Fault, s: &mut State, rng: &mut Rng) {
             s.nvl *= f.mag;
             s.pcie *= rng.range(2.0, 3.0);
             s.xid = 74.0;
+        }
+        FaultKind::AocError if f.variant == 1 => {
+            s.ib *= 0.5;
+            s.nic_err += rng.range(0.0, 3.0);
         }
         FaultKind::AocError => {
             s.ib *= if rng.chance(0.2) { 0.1 } else { f.mag };
