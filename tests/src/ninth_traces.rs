@@ -56,7 +56,20 @@
 //! # Faults (about 40% of jobs, one node, onset after 10 min and after init)
 //!
 //! 85% loud, in Minder's Table 2 proportions; 15% subtle (an 8-25% drop).
-//! `docs/updates/issue-45-ninth.md` gives each fault's shape and numbers.
+//! The rest of the job feels a fault through the pace and through hangs.
+//!
+//! * `ecc_error`: 50% uncorrectable (the node's ranks die: util 0, the job
+//!   hangs); 30% a 1-3 min row-remap storm (`gpu_util_min` 15-50 lower, work
+//!   +4-15%) that recovers, half relapsing; 20% a storm that ends in the crash.
+//! * `pcie_downgrade`: x8 link, PCIe and IB halved-ish, work +10-35%; 20% retrain.
+//! * `nic_dropout`: 60% the HCA is gone (IB ~0, the job stalls, ranks abort
+//!   after 30-120 s); 40% a flapping link, down 20-60 s of every 90-300 s.
+//! * `gpu_card_drop`: XID 79, GPU metrics vanish or read 0, the job hangs.
+//! * `nvlink_error`: NVLink ×0.1-0.4, PCIe ×2-3, work +36-54%; 40% crash later.
+//! * `aoc_cable_error`: half-speed renegotiation or a marginal cable (IB
+//!   ×0.5-0.8, errors), work +10-25%; 30% recover.
+//! * `subtle_gpu_throttle` (clock and power down), `subtle_slow_host` (CPU
+//!   up, util down: a failing DIMM), `subtle_link_degraded` (IB down, CNP up).
 
 mod design;
 mod draw;

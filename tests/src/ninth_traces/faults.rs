@@ -118,7 +118,8 @@ pub(super) fn apply(f: &Fault, s: &mut State, rng: &mut Rng) {
             s.xid = 63.0;
         }
         FaultKind::PcieDowngrade => {
-            s.pcie = s.pcie.min(1.2e9 * s.gpus / 8.0);
+            // Half the lanes: what crossed the link now takes twice as long.
+            s.pcie *= rng.range(0.45, 0.55);
             s.ib *= 0.6;
         }
         FaultKind::NicDropout => {
