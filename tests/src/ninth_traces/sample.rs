@@ -194,7 +194,8 @@ fn base(node: &NodeDesign) -> State {
 pub(super) fn state(job: &JobDesign, ctx: &Ctx, i: usize, t: i64, rng: &mut Rng) -> Option<State> {
     let node = &job.nodes[i];
     let mut s = base(node);
-    match phase(job, i, t) {
+    let now = phase(job, i, t);
+    match now {
         Phase::Absent => return None,
         Phase::Idle => idle(&mut s, rng),
         Phase::Init => {
@@ -226,7 +227,8 @@ pub(super) fn state(job: &JobDesign, ctx: &Ctx, i: usize, t: i64, rng: &mut Rng)
         }
         Phase::Train { since } => train(job, ctx, i, t, since, &mut s, rng),
     }
-    node_events(job, i, t, &mut s, rng);
+    let training = matches!(now, Phase::Train { .. });
+    node_events(job, i, t, training, &mut s, rng);
     Some(s)
 }
 
@@ -381,8 +383,7 @@ fn spin(s: &mut State) {
 }
 
 /// Events that touch some nodes, and the fault, on top of any phase.
-fn node_events(job: &JobDesign, i: usize, t: i64, s: &mut State, rng: &mut Rng) {
-    let training = s.busy > 0.3 && s.clock_f > 0.0;
+fn node_events(job: &JobDesign, i: usize, t: i64, training: bool, s: &mut State, rng: &mut Rng) {
     for e in job.events.iter().filter(|e| active(e, i, t)) {
         match e.kind {
             EvKind::RackThrottle => {

@@ -301,3 +301,37 @@ fn a_subtle_throttle_slows_the_node_without_halting_the_job() {
     let (b, a) = (clock(on - 600, on), clock(on + 30, on + 600));
     assert!(a < b * 0.97, "throttled clock {a} vs {b}");
 }
+
+#[test]
+fn an_application_crash_idles_one_healthy_node_while_its_peers_hang() {
+    let found = (0..200).find_map(|seed| {
+        let spec = IndependentSpec {
+            max_nodes: 8,
+            ..IndependentSpec::new(seed)
+        };
+        plan(&spec)
+            .into_iter()
+            .enumerate()
+            .find(|(_, d)| d.fault.is_none() && d.life.app_exit.is_some())
+            .map(|(j, d)| (seed, j, d))
+    });
+    let (seed, j, design) = found.expect("some healthy job has an application crash");
+    let mut rows = Vec::new();
+    job_rows(seed, j, &design, &mut rows);
+    let (at, k) = design.life.app_exit.expect("drawn");
+    let hang = design
+        .life
+        .hangs
+        .iter()
+        .find(|h| h.0 == at)
+        .expect("its hang");
+    let peer = if k == 0 { 1 } else { 0 };
+    let (from, to) = (hang.0 + 30, hang.1 - 30);
+    let exited = mean(&rows, "gpu_util", Some(k as u32), from, to).expect("rows");
+    let waiting = mean(&rows, "gpu_util", Some(peer), from, to).expect("rows");
+    assert!(
+        exited < 5.0 && waiting > 90.0,
+        "exited {exited}, waiting {waiting}"
+    );
+    assert!(design.has("job_restart"));
+}
