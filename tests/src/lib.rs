@@ -35,6 +35,9 @@
 //! * [`eighth_traces`]: an eighth generator of such traces, held out from the
 //!   detector's tuning (issue 45): a week of long pretraining compressed
 //!   into short jobs (restarts on new nodes, growing and self-healing faults).
+//! * [`ninth_traces`]: a ninth generator of such traces, held out from the
+//!   detector's tuning (issue 45): a mixed, busy fleet's step-time beats,
+//!   heterogeneous nodes, switching roles, elastic restarts and fleet events.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
@@ -49,6 +52,7 @@ pub mod independent_history;
 pub mod independent_traces;
 pub mod job_logs;
 pub mod metric_traces;
+pub mod ninth_traces;
 #[cfg(feature = "reliability")]
 pub mod reliability_history;
 pub mod sampler_node;
