@@ -95,6 +95,15 @@ pub struct WatchSettings {
     /// A node scraped less often than every `interval_s` holds it × √(its
     /// interval ÷ `interval_s`), so that a drain rests on more fresh samples.
     pub drain_after_s: i64,
+    /// A node of a job of 4+ nodes whose `stopped_metric` fell below this
+    /// fraction of its peers' level has stopped (its ranks exited, its GPUs
+    /// are gone) while the rest wait for it in the collective. Such a call
+    /// is reported and never drained: a user's crash on one rank looks the
+    /// same as a dead GPU, and the node's own checks (XID, ECC, the
+    /// epilog's) judge its hardware. 0: drained like any other call.
+    pub stopped_fraction: f64,
+    /// The metric that says a node stopped.
+    pub stopped_metric: String,
     /// Small jobs: unset (the default), their calls are reported and never
     /// drained: with two or three machines, the one that stands apart is as
     /// often the one waiting for a broken peer. Set, a call drains when the
@@ -159,6 +168,8 @@ impl Default for WatchSettings {
             small_job_sustain_s: 180,
             drain_score: 12.0,
             drain_after_s: 180,
+            stopped_fraction: 0.1,
+            stopped_metric: "gpu_util".to_string(),
             small_job_drain_ratio: None,
             primary: names(&[
                 "gpu_util_min",

@@ -11,8 +11,9 @@
 //!   reads squeue and sinfo and drains through the cluster's own scontrol.
 //!
 //! The GPUs are healthy until the test creates a trigger file; then (the
-//! fake NVML's `then` overlay) node2's GPU utilisation and SM clock
-//! collapse, or every node's utilisation drops together (a checkpoint).
+//! fake NVML's `then` overlay) node2's GPUs throttle hard (SM clock, power
+//! and utilisation fall), or every node's utilisation drops together (a
+//! checkpoint).
 //!
 //! The detector runs on a short clock here (1 s steps and an 8 s warm-up)
 //! so that each test takes well under a minute on every Slurm
@@ -37,8 +38,11 @@ const CHECKPOINT_S: u64 = 20;
 
 /// Every GPU busy, as a training job keeps them.
 const BUSY: &str = r#""util_gpu": 97, "util_mem": 40, "power_mw": 650000, "sm_clock_mhz": 1980, "pcie_tx_kbps": 1000, "pcie_rx_kbps": 2000"#;
-/// A node whose GPUs stall: utilisation, SM clock and power collapse.
-const COLLAPSED: &str = r#""util_gpu": 4, "sm_clock_mhz": 345, "power_mw": 90000"#;
+/// A node whose GPUs throttle hard (a power brake): SM clock, power and
+/// utilisation fall, and the GPUs keep working. GPUs that stop altogether
+/// are reported, not drained: their own checks judge them
+/// (`stopped_fraction`).
+const COLLAPSED: &str = r#""util_gpu": 60, "sm_clock_mhz": 705, "power_mw": 250000"#;
 /// A checkpoint: the GPUs wait for the file system; clocks stay up.
 const CHECKPOINT: &str = r#""util_gpu": 3, "power_mw": 80000"#;
 
@@ -231,7 +235,7 @@ impl Setup {
 }
 
 #[test]
-fn node2s_gpus_collapsing_mid_job_get_it_drained_as_an_outlier_alone_within_two_minutes() {
+fn node2s_gpus_throttling_mid_job_get_it_drained_as_an_outlier_alone_within_two_minutes() {
     lemonade_tests::skip_without_cluster!();
     let mut s = start(Fault::Node2Collapses);
     assert!(
@@ -254,7 +258,7 @@ fn node2s_gpus_collapsing_mid_job_get_it_drained_as_an_outlier_alone_within_two_
         s.watch_log()
     );
     eprintln!(
-        "watch_cluster: node2 drained {:.1} s after its GPUs collapsed (Slurm {})",
+        "watch_cluster: node2 drained {:.1} s after its GPUs throttled (Slurm {})",
         took.as_secs_f64(),
         s.c.slurm_series()
     );

@@ -97,11 +97,9 @@ fn a_node_that_stops_long_after_the_last_checkpoint_is_still_called() {
     };
     let got = calls(40, &["gpu_util"], stops);
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
-    assert_eq!(
-        called,
-        [("node03", Tier::Report), ("node03", Tier::Drain)],
-        "reported, then drained once it held the bar: {got:?}"
-    );
+    // Its GPUs stopped while its peers' did not: reported, and its own
+    // checks judge its hardware (`stopped_fraction`).
+    assert_eq!(called, [("node03", Tier::Report)], "{got:?}");
 }
 
 #[test]
@@ -160,9 +158,10 @@ fn a_node_whose_pcie_and_network_traffic_fall_together_is_reported_not_drained()
 
 #[test]
 fn after_a_drain_the_job_makes_no_further_call() {
-    // Node 2 dies at minute 8; node 4 follows at minute 12 (the fault's wake).
+    // Node 2 slows to a quarter at minute 8; node 4 stops at minute 12
+    // (the fault's wake).
     let wake = |node: usize, t: i64, _: &str| match node {
-        2 if t >= 480 => 0.0,
+        2 if t >= 480 => 20.0,
         4 if t >= 720 => 0.0,
         _ => 80.0,
     };
@@ -177,8 +176,8 @@ fn after_a_drain_the_job_makes_no_further_call() {
 
 #[test]
 fn in_a_four_node_job_the_reported_node_is_judged_against_the_three_left_and_drained() {
-    let dies = |node: usize, t: i64, _: &str| if node == 2 && t >= 480 { 0.0 } else { 80.0 };
-    let got = calls_of(4, 20, &["gpu_util"], dies);
+    let slows = |node: usize, t: i64, _: &str| if node == 2 && t >= 480 { 20.0 } else { 80.0 };
+    let got = calls_of(4, 20, &["gpu_util"], slows);
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(
         called,
@@ -188,17 +187,17 @@ fn in_a_four_node_job_the_reported_node_is_judged_against_the_three_left_and_dra
 }
 
 #[test]
-fn a_node_that_dies_in_a_job_scraped_every_30_s_is_reported_then_drained_on_more_fresh_samples() {
+fn a_node_that_slows_in_a_job_scraped_every_30_s_is_reported_then_drained_on_more_fresh_samples() {
     // Each node's exporter is scraped every 30 s at its own phase: between
     // two scrapes a node is not missing, and each scrape is no gap.
-    let dies = |node: usize, t: i64, _: &str| if node == 2 && t >= 600 { 0.0 } else { 80.0 };
+    let slows = |node: usize, t: i64, _: &str| if node == 2 && t >= 600 { 20.0 } else { 80.0 };
     let got = calls_with(
         Config::default(),
         8,
         25,
         30,
         &["gpu_util", "gpu_power"],
-        dies,
+        slows,
     );
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(
@@ -237,10 +236,10 @@ fn a_node_that_stands_apart_4_minutes_at_every_checkpoint_is_reported_once_and_n
     let got = calls_with(Config::default(), NODES, 45, 10, &["gpu_util"], writes);
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(called, [("node00", Tier::Report)], "{got:?}");
-    // A node that stays down after such an episode is drained.
+    // A node that stays slow after such an episode is drained.
     let dies = |node: usize, t: i64, m: &str| {
         if node == 0 && t >= 1800 {
-            4.0
+            20.0
         } else {
             writes(node, t, m)
         }
@@ -349,10 +348,11 @@ fn a_node_whose_role_shows_only_once_a_long_start_up_is_over_is_learned_in_train
     };
     let got = calls(40, &["gpu_util", "gpu_power"], role);
     assert!(got.is_empty(), "{got:?}");
-    // The same node that then dies is called and drained.
+    // The same node, slowed to a third of its role's level, is called
+    // and drained.
     let dies = |node: usize, t: i64, m: &str| {
         if node == 3 && t >= 1200 {
-            4.0
+            13.0
         } else {
             role(node, t, m)
         }
@@ -381,10 +381,11 @@ fn a_baseline_is_not_learned_in_an_evaluation_phase_that_follows_a_checkpoint() 
     };
     let got = calls(40, &["gpu_util", "gpu_power"], phases);
     assert!(got.is_empty(), "{got:?}");
-    // The same node that then dies is called and drained.
+    // The same node, slowed to a third of its training level, is called
+    // and drained.
     let dies = |node: usize, t: i64, m: &str| {
         if node == 3 && t >= 1500 {
-            4.0
+            16.0
         } else {
             phases(node, t, m)
         }
@@ -444,6 +445,35 @@ fn a_fault_that_starts_as_training_resumes_after_an_evaluation_is_not_learned_as
     assert_eq!(
         called,
         [("node05", Tier::Report), ("node05", Tier::Drain)],
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_node_whose_gpus_stop_while_its_peers_wait_is_reported_and_left_to_its_own_checks() {
+    // From minute 12 node 4's ranks have exited (a user's exception, or a
+    // GPU that fell off the bus: the metrics cannot tell) and the others
+    // spin in the collective at full utilisation and a third of the power.
+    let hang = |node: usize, t: i64, m: &str| match (m, node == 4, t >= 720) {
+        ("gpu_util", true, true) => 1.0,
+        ("gpu_power", true, true) => 600.0,
+        ("gpu_power", false, true) => 1500.0,
+        ("gpu_power", _, false) => 4000.0,
+        _ => 97.0,
+    };
+    let got = calls(30, &["gpu_util", "gpu_power"], hang);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node04", Tier::Report)], "{got:?}");
+    // With `stopped_fraction = 0` it is drained like any other call.
+    let config = Config {
+        stopped_fraction: 0.0,
+        ..Config::default()
+    };
+    let got = calls_with(config, NODES, 30, 10, &["gpu_util", "gpu_power"], hang);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node04", Tier::Report), ("node04", Tier::Drain)],
         "{got:?}"
     );
 }

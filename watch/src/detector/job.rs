@@ -28,6 +28,8 @@ struct Evidence {
     placed_own_work: f64,
     /// The combined distance over every metric (0 without a primary one).
     combined: f64,
+    /// The node stopped while its peers wait for it (`stopped_fraction`).
+    stopped: bool,
 }
 
 impl Evidence {
@@ -37,9 +39,12 @@ impl Evidence {
     /// work within noise beside them, cannot tell a node's link from
     /// another tenant's traffic under the same leaf). A node whose place
     /// was never learned (a gap in its warm-up, an offset that wobbled) may
-    /// differ by design (a pipeline stage of its own), so it is reported.
+    /// differ by design (a pipeline stage of its own), so it is reported;
+    /// so is a node that stopped: its ranks may have died of the user's code.
     fn drains(&self, cfg: &WatchSettings) -> bool {
-        self.placed_own_work >= cfg.threshold && self.placed_score >= cfg.drain_score
+        !self.stopped
+            && self.placed_own_work >= cfg.threshold
+            && self.placed_score >= cfg.drain_score
     }
 }
 
@@ -383,8 +388,11 @@ impl Job {
         if count < cfg.continuity_steps {
             return;
         }
-        let evidence = self.evidence_of_node(candidate.node, |i| {
+        let mut evidence = self.evidence_of_node(candidate.node, |i| {
             scratch.peers.evidence[i * nodes + candidate.node]
+        });
+        evidence.stopped = self.stopped(candidate.node, &self.values, cfg, |i| {
+            scratch.peers.levels.get(i).copied()
         });
         // Minder's metric priority: host load and metrics the detector does
         // not know say something is different about the node, not that its
@@ -539,7 +547,28 @@ impl Job {
             let rule = (&metric.rule, baseline);
             weighed.push(peers::weigh(rule, node, v, residual, reference, cfg));
         }
-        judged.then(|| self.evidence_of_node(node, |i| weighed[i]))
+        let mut evidence = self.evidence_of_node(node, |i| weighed[i]);
+        let level = |i: usize| references[i].map(|(level, ..)| level);
+        evidence.stopped = self.stopped(node, &self.called_values, cfg, level);
+        judged.then_some(evidence)
+    }
+
+    /// Whether `node` stopped: its `stopped_metric` in `values` (this
+    /// step's, by metric and node) is below `stopped_fraction` of the
+    /// others' level (`level_of(i)` for the `i`th learned metric).
+    fn stopped(
+        &self,
+        node: usize,
+        values: &[f64],
+        cfg: &WatchSettings,
+        level_of: impl Fn(usize) -> Option<f64>,
+    ) -> bool {
+        let nodes = self.nodes.len();
+        self.learned_metrics()
+            .enumerate()
+            .find(|(_, (_, metric, _))| *metric.name == *cfg.stopped_metric)
+            .and_then(|(i, (m, ..))| Some((values[m * nodes + node], level_of(i)?)))
+            .is_some_and(|(value, level)| value < cfg.stopped_fraction * level)
     }
 
     /// What the evidence against `node` says, metric by metric: `evidence(i)`
