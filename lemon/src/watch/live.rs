@@ -146,7 +146,7 @@ mod tests {
     use lemonade_watch::Tier;
     use std::cell::RefCell;
 
-    /// Samples of 4 nodes every 10 s up to `until`; node `d` collapses from `fault_at`.
+    /// Samples of 4 nodes every 10 s up to `until`; node `d` throttles hard from `fault_at`.
     struct Synthetic {
         until: RefCell<i64>,
         fault_at: i64,
@@ -162,7 +162,7 @@ mod tests {
                 for node in &job.nodes {
                     let bad = node == "d" && t >= self.fault_at;
                     for (metric, healthy, sick) in
-                        [("gpu_util", 95.0, 3.0), ("gpu_sm_clock", 1980.0, 300.0)]
+                        [("gpu_util", 95.0, 60.0), ("gpu_sm_clock", 1980.0, 700.0)]
                     {
                         let value = if bad {
                             sick
@@ -190,7 +190,7 @@ mod tests {
     }
 
     #[test]
-    fn polls_read_only_newer_samples_call_the_collapsed_node_once_and_forget_ended_jobs() {
+    fn polls_read_only_newer_samples_call_the_throttled_node_once_and_forget_ended_jobs() {
         let mut settings = WatchSettings::default();
         settings.service.lookback_s = 10_000;
         let mut watcher = Watcher::new(settings);
