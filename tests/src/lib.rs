@@ -35,6 +35,9 @@
 //! * [`eighth_traces`]: an eighth generator of such traces, held out from the
 //!   detector's tuning (issue 45): a week of long pretraining compressed
 //!   into short jobs (restarts on new nodes, growing and self-healing faults).
+//! * [`tenth_traces`]: a tenth generator of such traces, held out from the
+//!   detector's tuning (issue 45): a shared site seen from the users' side
+//!   (user errors that are not faults, site-wide bursts), and its scorer.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
@@ -56,6 +59,7 @@ pub mod seventh_traces;
 pub mod sixth_traces;
 pub mod slurm_root;
 pub mod spank;
+pub mod tenth_traces;
 
 use std::path::PathBuf;
 
