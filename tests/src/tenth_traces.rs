@@ -623,6 +623,36 @@ fn plan_fabric(r: &mut Rng, p: &mut Plan, site: &Site) {
     }
 }
 
+/// Restart, fail again within minutes, restart: one job id throughout.
+fn plan_crash_loop(r: &mut Rng, p: &mut Plan) {
+    let mut t = 0;
+    for _ in 0..r.int(2, 4) {
+        let run = Win {
+            from: t,
+            to: t + r.int(240, 480),
+        };
+        p.pauses.push((
+            Win {
+                from: t,
+                to: t + 180,
+            },
+            Pause::Init,
+        ));
+        p.crash_cycles.push(run);
+        t = run.to + r.int(60, 120);
+    }
+    p.warmup = p.warmup.max(1);
+    p.crash_cycles.push(Win { from: t, to: p.len });
+    p.pauses.push((
+        Win {
+            from: t,
+            to: t + 180,
+        },
+        Pause::Init,
+    ));
+    p.conf.insert("crash_loop");
+}
+
 fn plan_user_error(r: &mut Rng, p: &mut Plan, spare: &mut usize) {
     let n = p.nodes.len() as i64;
     let who = r.int(0, n - 1) as usize;
@@ -651,34 +681,7 @@ fn plan_user_error(r: &mut Rng, p: &mut Plan, spare: &mut usize) {
             p.layout = Some((who, r.chance(0.5)));
             p.conf.insert("wrong_layout");
         }
-        3 => {
-            let mut t = 0;
-            for _ in 0..r.int(2, 4) {
-                let run = Win {
-                    from: t,
-                    to: t + r.int(240, 480),
-                };
-                p.pauses.push((
-                    Win {
-                        from: t,
-                        to: t + 180,
-                    },
-                    Pause::Init,
-                ));
-                p.crash_cycles.push(run);
-                t = run.to + r.int(60, 120);
-            }
-            p.warmup = p.warmup.max(1);
-            p.crash_cycles.push(Win { from: t, to: p.len });
-            p.pauses.push((
-                Win {
-                    from: t,
-                    to: t + 180,
-                },
-                Pause::Init,
-            ));
-            p.conf.insert("crash_loop");
-        }
+        3 => plan_crash_loop(r, p),
         4 => {
             let at = r.int(900, p.len - 900);
             let back = at + r.int(180, 600);
@@ -1244,7 +1247,7 @@ fn truth(p: &Plan) -> IndependentJob {
 }
 
 fn plan_all(spec: &IndependentSpec) -> Vec<Plan> {
-    let mut r = Rng(spec.seed ^ 0x7E17_45);
+    let mut r = Rng(spec.seed ^ 0x007E_1745);
     let storage_at = BASE_TIME + r.int(1800, 4 * 3600);
     let flap_at = BASE_TIME + r.int(1800, 4 * 3600);
     let site = Site {

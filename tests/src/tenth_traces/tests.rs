@@ -230,3 +230,23 @@ fn a_dead_rank_leaves_its_peers_spinning_at_low_power() {
     let power = v.iter().find(|m| m.0 == 5).unwrap().1;
     assert!(util > 85.0 && power < 2500.0, "util {util} power {power}");
 }
+
+/// The full-size speed check: `cargo test --release -p lemonade-tests --lib
+/// tenth_traces -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn a_full_size_seed_is_written_in_well_under_a_second_in_release() {
+    let started = std::time::Instant::now();
+    let (out, jobs) = run(&IndependentSpec::new(45));
+    let took = started.elapsed();
+    let rows = out.iter().filter(|&&b| b == b'\n').count() - 1;
+    let faulty = jobs.iter().filter(|j| j.fault.is_some()).count();
+    let nodes: usize = jobs.iter().map(|j| j.nodes.len()).sum();
+    println!(
+        "{} jobs, {faulty} faulty, {nodes} nodes, {rows} rows, {} bytes, {took:?}",
+        jobs.len(),
+        out.len()
+    );
+    assert!((1_000_000..6_000_000).contains(&rows), "{rows} rows");
+    assert!(took.as_secs_f64() < 1.0, "{took:?}");
+}
