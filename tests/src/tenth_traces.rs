@@ -26,7 +26,7 @@
 //!   (rank 0) stands apart every time.
 //! * `checkpoint_sharded`: all nodes write, GPUs idle (util < 10). Never one node.
 //! * `eval`: every 15-30 min, 2-5 min, pace 0.5, fabric 30%. Rank 0 runs the
-//!   metric reduction (cpu +20) in half the jobs: one node then.
+//!   metric reduction (cpu +20) in about half the evaluations: one node then.
 //! * `dataloader_stall`: 1-3 stalls of 30-120 s; in 30% of them only one
 //!   node's loader stalls and the rest wait: one node then.
 //! * `pipeline_stages`: 2-8 stages of unequal depth (load 0.75-1.25 per
@@ -40,8 +40,9 @@
 //! * `node_bias`: each node ±3% capacity, ±6% power, ±4 °C for life. Every
 //!   node, one at a time by a few percent.
 //! * `metric_subset`: 10-40% of nodes lack DCGM (no clocks, util_min, nvlink,
-//!   pfc/cnp). `unknown_metrics`: gpu_temp, DCGM_FI_PROF_SM_ACTIVE,
-//!   nic_errors, node_load1 are emitted as well.
+//!   pfc/cnp). Every node emits `gpu_temp`, which the detector does not
+//!   know; `unknown_metrics` (75% of jobs) adds DCGM_FI_PROF_SM_ACTIVE,
+//!   nic_errors and node_load1.
 //! * `exporter_gap`: one or two nodes missing for 1-5 min. `exporter_restart`:
 //!   a node missing 20-60 s whose first sample after has only host metrics.
 //!   `missing_rows`: 0.3% of rows dropped at random. `clock_skew`: nodes'
@@ -84,7 +85,9 @@
 //! ×0.25, node 10-30% slower, runs on), `nvlink_error` (nvlink ×0.1, pcie up;
 //! half crash within 2 min, half run 20-35% slower), `aoc_cable_error` (the
 //! link flaps: 30-120 s outages every 3-8 min, nic_errors up, pfc up; the job
-//! stalls during each; a third escalate to a hang). Subtle (8-25% slower, no
+//! stalls during each; a third escalate to a hang). Half the jobs whose
+//! fault hangs them restart from the checkpoint 2-5 min after the timeout on
+//! a spare node in the culprit's place (`restart_after_fault`). Subtle (8-25% slower, no
 //! halt): `thermal_throttle` (clock ×0.8-0.9, temp +12, comes and goes),
 //! `slow_host` (cpu +25, pcie ×0.7), `degraded_link` (ib ×0.75-0.9).
 
