@@ -38,6 +38,9 @@
 //! * [`ninth_traces`]: a ninth generator of such traces, held out from the
 //!   detector's tuning (issue 45): a mixed, busy fleet's step-time beats,
 //!   heterogeneous nodes, switching roles, elastic restarts and fleet events.
+//! * [`tenth_traces`]: a tenth generator of such traces, held out from the
+//!   detector's tuning (issue 45): a shared site seen from the users' side
+//!   (user errors that are not faults, site-wide bursts), and its scorer.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
@@ -60,6 +63,7 @@ pub mod seventh_traces;
 pub mod sixth_traces;
 pub mod slurm_root;
 pub mod spank;
+pub mod tenth_traces;
 
 use std::path::PathBuf;
 
