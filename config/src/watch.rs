@@ -97,13 +97,25 @@ pub struct WatchSettings {
     pub drain_after_s: i64,
     /// A node of a job of 4+ nodes whose `stopped_metric` fell below this
     /// fraction of its peers' level has stopped (its ranks exited, its GPUs
-    /// are gone) while the rest wait for it in the collective. Such a call
-    /// is reported and never drained: a user's crash on one rank looks the
-    /// same as a dead GPU, and the node's own checks (XID, ECC, the
-    /// epilog's) judge its hardware. 0: drained like any other call.
+    /// are gone) while the rest wait for it in the collective. A user's
+    /// crash on one rank looks the same as a dead GPU, so the metrics alone
+    /// never drain it: the node's XID gauge (`xid_metric`) decides where it
+    /// is exported, and otherwise the call is reported and the node's own
+    /// checks (XID, ECC, the epilog's) judge its hardware. 0: drained like
+    /// any other call.
     pub stopped_fraction: f64,
     /// The metric that says a node stopped.
     pub stopped_metric: String,
+    /// The exporter's gauge of each node's last XID (DCGM's
+    /// `DCGM_FI_DEV_XID_ERRORS`). A stopped node whose gauge turned to one
+    /// of `hardware_xids` during the job may be drained; one whose fresh
+    /// gauge shows no such XID stopped by its job's own doing (an
+    /// exception, a kill) and is not called. Empty: not read.
+    pub xid_metric: String,
+    /// The XIDs that say the GPU itself failed: those the node's XID check
+    /// takes the node out for (NVIDIA's catalog: reset the GPU, reboot,
+    /// repair). An application's XIDs (13, 31, 43, 45) are not among them.
+    pub hardware_xids: Vec<u32>,
     /// Small jobs: unset (the default), their calls are reported and never
     /// drained: with two or three machines, the one that stands apart is as
     /// often the one waiting for a broken peer. Set, a call drains when the
@@ -142,6 +154,16 @@ pub struct WatchSettings {
     pub service: WatchService,
 }
 
+/// The XIDs of NVIDIA's catalog that the node's XID check takes a node out
+/// for (severity `drain` or `down`): the GPU itself failed. The healthcheck
+/// crate's catalog owns the classification; its test
+/// `the_watchs_hardware_xids_are_the_catalogs_drain_and_down_xids` keeps this
+/// list equal to it (the watch cannot import the node side).
+pub const HARDWARE_XIDS: &[u32] = &[
+    46, 48, 54, 61, 62, 63, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 144, 145, 146, 147,
+    148, 149, 150, 151, 155, 156, 158,
+];
+
 impl Default for WatchSettings {
     fn default() -> Self {
         let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
@@ -170,6 +192,8 @@ impl Default for WatchSettings {
             drain_after_s: 180,
             stopped_fraction: 0.1,
             stopped_metric: "gpu_util".to_string(),
+            xid_metric: "DCGM_FI_DEV_XID_ERRORS".to_string(),
+            hardware_xids: HARDWARE_XIDS.to_vec(),
             small_job_drain_ratio: None,
             primary: names(&[
                 "gpu_util_min",

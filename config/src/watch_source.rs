@@ -93,6 +93,14 @@ impl Default for PrometheusSettings {
                     false,
                 ),
                 m("gpu_mem_used", "DCGM_FI_DEV_FB_USED", dcgm, "sum", false),
+                // Whole XID numbers, never averaged (`[watch] xid_metric`).
+                m(
+                    "DCGM_FI_DEV_XID_ERRORS",
+                    "DCGM_FI_DEV_XID_ERRORS",
+                    dcgm,
+                    "max",
+                    false,
+                ),
                 m("pcie_tx", "DCGM_FI_PROF_PCIE_TX_BYTES", dcgm, "sum", false),
                 m(
                     "nvlink_tx",

@@ -50,7 +50,12 @@ fn calls_with(
                 continue;
             }
             for metric in metrics {
-                let wobble = 1.0 + 0.01 * (((node * 7) as i64 + t / 10) % 5 - 2) as f64;
+                // An XID gauge reads whole numbers.
+                let wobble = if metric.ends_with("XID_ERRORS") {
+                    1.0
+                } else {
+                    1.0 + 0.01 * (((node * 7) as i64 + t / 10) % 5 - 2) as f64
+                };
                 let sample = Sample {
                     time: START + t,
                     job: "4242",
@@ -476,4 +481,54 @@ fn a_node_whose_gpus_stop_while_its_peers_wait_is_reported_and_left_to_its_own_c
         [("node04", Tier::Report), ("node04", Tier::Drain)],
         "{got:?}"
     );
+}
+
+#[test]
+fn a_stopped_node_is_drained_when_its_xid_gauge_names_a_dead_gpu_and_not_called_when_it_names_none()
+{
+    // As above: from minute 12 node 4's ranks have exited and the others
+    // spin. The exporter also gives each node's last XID.
+    let metrics = ["gpu_util", "gpu_power", "DCGM_FI_DEV_XID_ERRORS"];
+    let hang = |xid_at_stop: f64| {
+        move |node: usize, t: i64, m: &str| match (m, node == 4, t >= 720) {
+            ("DCGM_FI_DEV_XID_ERRORS", true, true) => xid_at_stop,
+            // An old XID from an earlier job stays on another node's gauge.
+            ("DCGM_FI_DEV_XID_ERRORS", _, _) if node == 2 => 79.0,
+            ("DCGM_FI_DEV_XID_ERRORS", _, _) => 0.0,
+            ("gpu_util", true, true) => 1.0,
+            ("gpu_power", true, true) => 600.0,
+            ("gpu_power", false, true) => 1500.0,
+            ("gpu_power", _, false) => 4000.0,
+            _ => 97.0,
+        }
+    };
+    let run = |xid: f64| {
+        let got = calls(30, &metrics, hang(xid));
+        got.iter()
+            .map(|d| (d.node.clone(), d.tier))
+            .collect::<Vec<_>>()
+    };
+    let node04 = "node04".to_string();
+    // XID 79: the GPU fell off the bus. The metrics found the node; the
+    // driver says it is the hardware.
+    assert_eq!(
+        run(79.0),
+        [
+            (node04.clone(), Tier::Report),
+            (node04.clone(), Tier::Drain)
+        ]
+    );
+    // No new XID, or an application's (43: the GPU stopped processing
+    // the user's work): the job stopped itself there.
+    assert_eq!(run(0.0), []);
+    assert_eq!(run(43.0), []);
+    // `xid_metric = ""`: the gauge is not read, and the call is reported as
+    // for a node without one.
+    let config = Config {
+        xid_metric: String::new(),
+        ..Config::default()
+    };
+    let got = calls_with(config, NODES, 30, 10, &metrics, hang(79.0));
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node04", Tier::Report)], "{got:?}");
 }

@@ -6,6 +6,7 @@ use super::near_peak::{Fit, NearPeak};
 use super::peers::{self, MetricStep};
 use super::rules::{Direction, MetricRule};
 use super::small;
+use super::xid::{XidGauges, XidReading};
 use crate::{Detection, Tier};
 use lemonade_config::WatchSettings;
 use std::collections::{HashMap, VecDeque};
@@ -30,6 +31,8 @@ struct Evidence {
     combined: f64,
     /// The node stopped while its peers wait for it (`stopped_fraction`).
     stopped: bool,
+    /// What the node's XID gauge says (`xid_metric`).
+    xid: XidReading,
 }
 
 impl Evidence {
@@ -40,9 +43,10 @@ impl Evidence {
     /// another tenant's traffic under the same leaf). A node whose place
     /// was never learned (a gap in its warm-up, an offset that wobbled) may
     /// differ by design (a pipeline stage of its own), so it is reported;
-    /// so is a node that stopped: its ranks may have died of the user's code.
+    /// so is a node that stopped, unless its XID gauge names a hardware
+    /// XID: its ranks may have died of the user's code.
     fn drains(&self, cfg: &WatchSettings) -> bool {
-        !self.stopped
+        (!self.stopped || matches!(self.xid, XidReading::Hardware(_)))
             && self.placed_own_work >= cfg.threshold
             && self.placed_score >= cfg.drain_score
     }
@@ -98,6 +102,8 @@ pub struct Job {
     /// Reported nodes that held the drain bar and then left it: their next
     /// drain waits `continuity_steps` longer.
     left_bar: Vec<bool>,
+    /// Each node's XID gauge, if exported.
+    xids: XidGauges,
     /// `values[metric * nodes + node]` of the current step; NaN for called nodes.
     values: Vec<f64>,
     /// The same for called nodes only, judged against the others' levels.
@@ -136,6 +142,7 @@ impl Job {
             flagged_since: Vec::new(),
             held_bar: Vec::new(),
             left_bar: Vec::new(),
+            xids: XidGauges::default(),
             values: Vec::new(),
             called_values: Vec::new(),
         }
@@ -153,6 +160,9 @@ impl Job {
     ) -> bool {
         self.last_seen = time;
         let node = self.node(node);
+        if !cfg.xid_metric.is_empty() && *metric == *cfg.xid_metric {
+            self.xids.observe(node, value, &cfg.hardware_xids);
+        }
         let metric = self.metric(metric, cfg);
         let row = &mut self.series[node];
         if row.len() <= metric {
@@ -394,6 +404,13 @@ impl Job {
         evidence.stopped = self.stopped(candidate.node, &self.values, cfg, |i| {
             scratch.peers.levels.get(i).copied()
         });
+        evidence.xid = self.xid_reading(candidate.node, &self.values, cfg);
+        // A node that stopped and whose fresh XID gauge names no hardware
+        // XID was stopped by its job's own doing: no call, while the count
+        // goes on in case an XID follows.
+        if evidence.stopped && evidence.xid == XidReading::NoHardware {
+            return;
+        }
         // Minder's metric priority: host load and metrics the detector does
         // not know say something is different about the node, not that its
         // share of the job failed, so alone they make no call. The network's
@@ -550,6 +567,7 @@ impl Job {
         let mut evidence = self.evidence_of_node(node, |i| weighed[i]);
         let level = |i: usize| references[i].map(|(level, ..)| level);
         evidence.stopped = self.stopped(node, &self.called_values, cfg, level);
+        evidence.xid = self.xid_reading(node, &self.called_values, cfg);
         judged.then_some(evidence)
     }
 
@@ -569,6 +587,17 @@ impl Job {
             .find(|(_, (_, metric, _))| *metric.name == *cfg.stopped_metric)
             .and_then(|(i, (m, ..))| Some((values[m * nodes + node], level_of(i)?)))
             .is_some_and(|(value, level)| value < cfg.stopped_fraction * level)
+    }
+
+    /// What `node`'s XID gauge says at this step: fresh when this step's
+    /// `values` (by metric and node) hold its reading.
+    fn xid_reading(&self, node: usize, values: &[f64], cfg: &WatchSettings) -> XidReading {
+        let nodes = self.nodes.len();
+        let fresh = self
+            .metric_index
+            .get(cfg.xid_metric.as_str())
+            .is_some_and(|&m| values.get(m * nodes + node).is_some_and(|v| !v.is_nan()));
+        self.xids.reading(node, fresh)
     }
 
     /// What the evidence against `node` says, metric by metric: `evidence(i)`

@@ -160,6 +160,16 @@ mod tests {
     }
 
     #[test]
+    fn the_watchs_hardware_xids_are_the_catalogs_drain_and_down_xids() {
+        let taken_out: Vec<u32> = ENTRIES
+            .iter()
+            .filter(|e| matches!(e.severity, Severity::Drain | Severity::Down))
+            .map(|e| e.xid)
+            .collect();
+        assert_eq!(lemonade_config::HARDWARE_XIDS, taken_out.as_slice());
+    }
+
+    #[test]
     fn xid_154_follows_its_message_unless_configured() {
         let mut s = XidSettings::default();
         let of = |r, s: &XidSettings| rule(154, r, s).severity;
