@@ -532,3 +532,68 @@ fn a_stopped_node_is_drained_when_its_xid_gauge_names_a_dead_gpu_and_not_called_
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(called, [("node04", Tier::Report)], "{got:?}");
 }
+
+/// The calls of a default detector on an 8-node job requeued at minute 15:
+/// silent for 3 minutes, back with node 7 replaced by `node08`, whose
+/// exporter reports per-GPU averages of power where the others report
+/// node sums (an eighth). `slow_after` minutes in, node 3's work falls by
+/// a third.
+fn requeued_with_a_replacement(slow_after: Option<i64>) -> Vec<Detection> {
+    let mut detector = Detector::new(Config::default());
+    let mut out = Vec::new();
+    for t in (0..45 * 60).step_by(10) {
+        if (900..1_080).contains(&t) {
+            continue;
+        }
+        for node in 0..NODES {
+            let (name, per_gpu) = match (node, t >= 1_080) {
+                (7, true) => ("node08".to_string(), true),
+                _ => (format!("node{node:02}"), false),
+            };
+            let slow = node == 3 && slow_after.is_some_and(|m| t >= m * 60);
+            for metric in ["gpu_util", "gpu_power"] {
+                let wobble = 1.0 + 0.01 * (((node * 7) as i64 + t / 10) % 5 - 2) as f64;
+                let work = if slow { 0.66 } else { 1.0 };
+                let value = match metric {
+                    "gpu_util" => 95.0 * work,
+                    _ if per_gpu => 600.0 * work,
+                    _ => 4_800.0 * work,
+                };
+                let sample = Sample {
+                    time: START + t,
+                    job: "4242",
+                    node: &name,
+                    metric,
+                    value: value * wobble,
+                };
+                out.extend(detector.push(sample).expect("in time order"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_replacement_that_joins_a_requeued_job_is_learned_anew_not_called_for_its_exporters_units() {
+    let got = requeued_with_a_replacement(None);
+    assert!(got.is_empty(), "{got:?}");
+    // Node 3 slows before the requeue (reported before it, drained once
+    // the job is learned again), just before it (its place from the first
+    // warm-up is kept: learned anew, its slowness would be its place), or
+    // long after it.
+    for slow_after in [10, 12, 30] {
+        let got = requeued_with_a_replacement(Some(slow_after));
+        let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+        assert_eq!(
+            called,
+            [("node03", Tier::Report), ("node03", Tier::Drain)],
+            "slow from minute {slow_after}: {got:?}"
+        );
+        let report_at = got[0].detected_at - START;
+        assert_eq!(
+            report_at < 900,
+            slow_after == 10,
+            "reported at {report_at} s"
+        );
+    }
+}

@@ -55,6 +55,10 @@ pub struct MetricBaseline {
     /// few warm-up values; [`MetricBaseline::expected`] then assumes the
     /// typical node).
     ratio: Vec<Option<f64>>,
+    /// Nodes whose place was first learned after a restart: expected at
+    /// it, but not [`MetricBaseline::placed`] (a drain needs a place known
+    /// from the job's first warm-up).
+    provisional: Vec<bool>,
     typical_ratio: f64,
     /// Each node's own denoised level (the small-job rule compares drops).
     own: Vec<Option<f64>>,
@@ -141,9 +145,37 @@ impl MetricBaseline {
             level,
             noise,
             ratio,
+            provisional: Vec::new(),
             typical_ratio,
             own,
         })
+    }
+
+    /// Keeps the places learned in an earlier warm-up of the job (`before`)
+    /// for the nodes that had one: learned again after a restart, a node
+    /// that was slow before it would be learned as it is now, its fault
+    /// taken for its place. Only the nodes new since keep what was learned
+    /// now. Places are multiples of the job's level, and a replacement can
+    /// move that level (its exporter sums GPUs another way): the kept
+    /// places are rescaled by the median change of the nodes placed both
+    /// times, which a faulty one among them does not move.
+    pub fn keep_places(&mut self, before: &MetricBaseline) {
+        let mut changes: Vec<f64> = self
+            .ratio
+            .iter()
+            .zip(&before.ratio)
+            .filter_map(|(now, then)| Some(now.as_ref()? / then.as_ref()?))
+            .filter(|change| change.is_finite())
+            .collect();
+        let scale = median(&mut changes);
+        self.provisional = vec![true; self.ratio.len()];
+        let kept = self.ratio.iter_mut().zip(&before.ratio);
+        for ((slot, place), provisional) in kept.zip(&mut self.provisional) {
+            if let (Some(place), Some(scale)) = (place, scale) {
+                *slot = Some(place * scale);
+                *provisional = false;
+            }
+        }
     }
 
     /// Where node `node` is expected at a step whose job level is `level`,
@@ -166,9 +198,11 @@ impl MetricBaseline {
         log_ratio(level * self.typical_ratio, level, self.floor)
     }
 
-    /// Whether node `node`'s own place among its peers was learned.
+    /// Whether node `node`'s own place among its peers was learned, in
+    /// the job's first warm-up.
     pub fn placed(&self, node: usize) -> bool {
         self.ratio.get(node).copied().flatten().is_some()
+            && !self.provisional.get(node).copied().unwrap_or(false)
     }
 
     /// Node `node`'s own learned level, if it had one.
@@ -250,5 +284,28 @@ mod tests {
         assert_eq!(b.expected(3, 100.0), b.expected(0, 100.0));
         assert_eq!(b.own(3), None);
         assert_eq!(b.expected(9, 100.0), b.expected(0, 100.0));
+    }
+
+    #[test]
+    fn after_a_restart_the_kept_places_follow_the_jobs_new_level_and_replacements_cannot_drain() {
+        // Before: two nodes at 10 and two at 20 (level 15). After a requeue
+        // three replacements report a tenth as much, and the job's median
+        // node is now at 10; node 3 has slowed to 10.
+        let before = MetricBaseline::learn(&vec![vec![10.0, 10.0, 20.0, 20.0]; 6], 0.05).unwrap();
+        let now_steps = vec![vec![10.0, 10.0, 20.0, 10.0, 1.0, 1.0, 1.0]; 6];
+        let mut now = MetricBaseline::learn(&now_steps, 0.05).unwrap();
+        now.keep_places(&before);
+        // Nodes 0 and 2 are where they were, at the new level.
+        assert!(
+            now.expected(0, 10.0).abs() < 0.01,
+            "{}",
+            now.expected(0, 10.0)
+        );
+        assert!((now.expected(2, 10.0) - now.expected(3, 10.0)).abs() < 0.01);
+        // Node 3 is expected where it was, not where it fell.
+        assert!(now.expected(3, 10.0) > now.expected(1, 10.0) + 0.5);
+        // A replacement is expected at its own level, and has no place for a drain.
+        assert!(now.expected(4, 10.0) < now.expected(0, 10.0) - 1.0);
+        assert!(now.placed(3) && !now.placed(4));
     }
 }

@@ -58,6 +58,8 @@ struct Metric {
     name: Box<str>,
     rule: MetricRule,
     baseline: Option<MetricBaseline>,
+    /// The baseline of the job's warm-up before a restart, until the next is learned.
+    before_restart: Option<MetricBaseline>,
     /// Warm-up steps of the baseline window, each the denoised value per
     /// node (NaN: missing); emptied once learned.
     warmup: Vec<Vec<f64>>,
@@ -82,6 +84,12 @@ pub struct Job {
     series: Vec<Vec<Series>>,
     called: Vec<bool>,
     learned: bool,
+    /// When the job's samples came back after a silence of `RESTART_GAP_S`
+    /// or more: a requeued job is down for minutes.
+    resumed_at: Option<i64>,
+    /// A node joined as the job came back after a silence, its baseline
+    /// learned: a replacement, and the job is learned again.
+    joined_late: bool,
     /// The warm-up's first steps near the job's peak: what it learns from.
     near_peak: NearPeak,
     /// The node that stood alone at the last steps, and for how many.
@@ -110,6 +118,11 @@ pub struct Job {
     called_values: Vec<f64>,
 }
 
+/// A silence of the whole job this long is a restart, not missed scrapes:
+/// no exporter is scraped less often than every 60 s. A node that joins
+/// within as long after it is a replacement.
+const RESTART_GAP_S: i64 = 120;
+
 /// Buffers shared by every job's steps.
 #[derive(Debug, Default)]
 pub struct StepScratch {
@@ -133,6 +146,8 @@ impl Job {
             series: Vec::new(),
             called: Vec::new(),
             learned: false,
+            resumed_at: None,
+            joined_late: false,
             near_peak: NearPeak::default(),
             candidate: None,
             settling: 0,
@@ -158,8 +173,15 @@ impl Job {
         value: f64,
         cfg: &WatchSettings,
     ) -> bool {
+        if time - self.last_seen >= RESTART_GAP_S {
+            self.resumed_at = Some(time);
+        }
         self.last_seen = time;
+        let known = self.nodes.len();
         let node = self.node(node);
+        self.joined_late |= node >= known
+            && self.learned
+            && self.resumed_at.is_some_and(|at| time - at <= RESTART_GAP_S);
         if !cfg.xid_metric.is_empty() && *metric == *cfg.xid_metric {
             self.xids.observe(node, value, &cfg.hardware_xids);
         }
@@ -195,6 +217,7 @@ impl Job {
             name: name.into(),
             rule: MetricRule::of(name, cfg),
             baseline: None,
+            before_restart: None,
             warmup: Vec::new(),
             last_level: f64::NAN,
             peak_level: f64::NAN,
@@ -216,6 +239,9 @@ impl Job {
         if self.drained {
             return;
         }
+        if self.joined_late {
+            self.learn_again(end);
+        }
         self.snapshot(end, cfg);
         if !self.learned && !self.warm_up(end, cfg) {
             return;
@@ -225,6 +251,38 @@ impl Job {
         } else {
             self.peer_step(trigger, cfg, scratch, out);
         }
+    }
+
+    /// Starts the warm-up over from `end`, forgetting any node's run towards
+    /// a call but not the calls made, nor the places of the nodes that
+    /// were learned before ([`MetricBaseline::keep_places`]): a node that
+    /// joins as a job comes back from a silence is a replacement after a
+    /// restart from a checkpoint (Slurm's requeue), and nothing about its
+    /// place is known. A node that is merely late (an exporter gap at the
+    /// start) joins no silence, and is judged, unplaced, as before. Judged by the old baseline, a replacement whose
+    /// exporter sums its GPUs differently, or that sits in another rack,
+    /// stands apart for the rest of the job.
+    fn learn_again(&mut self, end: i64) {
+        self.joined_late = false;
+        self.learned = false;
+        self.start = end;
+        for metric in &mut self.metrics {
+            metric.before_restart = metric.baseline.take().or(metric.before_restart.take());
+            metric.warmup.clear();
+            metric.last_level = f64::NAN;
+            metric.peak_level = f64::NAN;
+        }
+        self.near_peak = NearPeak::default();
+        self.candidate = None;
+        self.settling = 0;
+        self.edge_levels.clear();
+        self.recent_levels.clear();
+        self.flagged_since.fill(None);
+        // A reported node still waits for its drain, from the start.
+        for held in self.held_bar.iter_mut().flatten() {
+            *held = 0;
+        }
+        self.left_bar.fill(false);
     }
 
     /// Fills `values` with each node's denoised value (NaN for missing or
@@ -336,6 +394,10 @@ impl Job {
             let near_peak = late.then(|| self.near_peak.steps_of(m, enough)).flatten();
             let steps = near_peak.as_deref().unwrap_or(&metric.warmup);
             metric.baseline = MetricBaseline::learn(steps, cfg.floor_fraction);
+            if let (Some(now), Some(before)) = (&mut metric.baseline, &metric.before_restart) {
+                now.keep_places(before);
+            }
+            metric.before_restart = None;
             metric.warmup = Vec::new();
         }
         self.near_peak = NearPeak::default();
