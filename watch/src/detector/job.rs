@@ -258,10 +258,11 @@ impl Job {
     /// were learned before ([`MetricBaseline::keep_places`]): a node that
     /// joins as a job comes back from a silence is a replacement after a
     /// restart from a checkpoint (Slurm's requeue), and nothing about its
-    /// place is known. A node that is merely late (an exporter gap at the
-    /// start) joins no silence, and is judged, unplaced, as before. Judged by the old baseline, a replacement whose
+    /// place is known. Judged by the old baseline, a replacement whose
     /// exporter sums its GPUs differently, or that sits in another rack,
-    /// stands apart for the rest of the job.
+    /// stands apart for the rest of the job. A node that is merely late (an
+    /// exporter gap at the start) joins no silence, and is judged,
+    /// unplaced, as before.
     fn learn_again(&mut self, end: i64) {
         self.joined_late = false;
         self.learned = false;

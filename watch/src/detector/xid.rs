@@ -10,8 +10,8 @@
 
 /// What a node's XID gauge says at a step. A gauge that ever read
 /// something that is no XID (a fraction: an average over GPUs; a negative
-/// number) is not read at all: a silent miss of a dead GPU would cost more
-/// than a report.
+/// number) says nothing from then on, beyond a hardware XID it showed
+/// before: a silent miss of a dead GPU would cost more than a report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum XidReading {
     /// No fresh reading: the gauge is not exported, went silent, or reads
