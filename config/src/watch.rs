@@ -95,9 +95,10 @@ pub struct WatchSettings {
     /// A node scraped less often than every `interval_s` holds it × √(its
     /// interval ÷ `interval_s`), so that a drain rests on more fresh samples.
     pub drain_after_s: i64,
-    /// A node of a job of 4+ nodes whose `stopped_metric` fell below this
-    /// fraction of its peers' level has stopped (its ranks exited, its GPUs
-    /// are gone) while the rest wait for it in the collective. A user's
+    /// A node whose `stopped_metric` fell below this fraction of its peers'
+    /// level (in a job of 2 or 3 nodes: of its closest peer's, each against
+    /// its own warm-up) has stopped (its ranks exited, its GPUs are gone)
+    /// while the rest wait for it in the collective. A user's
     /// crash on one rank looks the same as a dead GPU, so the metrics alone
     /// never drain it: the node's XID gauge (`xid_metric`) decides where it
     /// is exported, and otherwise the call is reported and the node's own
@@ -116,6 +117,13 @@ pub struct WatchSettings {
     /// takes the node out for (NVIDIA's catalog: reset the GPU, reboot,
     /// repair). An application's XIDs (13, 31, 43, 45) are not among them.
     pub hardware_xids: Vec<u32>,
+    /// Seconds a stopped node with no fresh XID gauge to say why must stay
+    /// stopped before it is reported (never fewer than `continuity_steps`).
+    /// Rank 0 writing a checkpoint alone while its peers wait at a barrier
+    /// looks like a dead GPU for minutes; a hung collective waits for
+    /// NCCL's watchdog, 10 minutes by default, so a dead GPU is still
+    /// reported while its job hangs.
+    pub unexplained_stop_s: i64,
     /// Small jobs: unset (the default), their calls are reported and never
     /// drained: with two or three machines, the one that stands apart is as
     /// often the one waiting for a broken peer. Set, a call drains when the
@@ -141,7 +149,8 @@ pub struct WatchSettings {
     pub fabric: Vec<String>,
     /// Consecutive steps a node must stand apart on `fabric` metrics alone
     /// (no fall in its own GPU or NVLink work) before it is called; never
-    /// fewer than `continuity_steps`.
+    /// fewer than `continuity_steps`. Six minutes by default: longer than
+    /// another tenant's bursts, while a failing link does not let up.
     pub fabric_only_steps: u32,
     /// `lemon watch --live`: `embedded` (the node sampler's samples in
     /// lemon.db) or `prometheus` (needs `prometheus_url`).
@@ -194,6 +203,7 @@ impl Default for WatchSettings {
             stopped_metric: "gpu_util".to_string(),
             xid_metric: "DCGM_FI_DEV_XID_ERRORS".to_string(),
             hardware_xids: HARDWARE_XIDS.to_vec(),
+            unexplained_stop_s: 300,
             small_job_drain_ratio: None,
             primary: names(&[
                 "gpu_util_min",
@@ -213,7 +223,7 @@ impl Default for WatchSettings {
             secondary_weight: 0.5,
             rising: names(&["pfc_pause", "cnp"]),
             fabric: names(&["pcie_tx", "ib_tx", "ib_rx", "pfc_pause", "cnp"]),
-            fabric_only_steps: 12,
+            fabric_only_steps: 36,
             source: WatchSourceKind::default(),
             prometheus_url: None,
             prometheus: PrometheusSettings::default(),

@@ -227,13 +227,13 @@ fn a_node_that_slows_in_a_job_scraped_every_30_s_is_reported_then_drained_on_mor
 
 #[test]
 fn a_node_that_stands_apart_4_minutes_at_every_checkpoint_is_reported_once_and_never_drained() {
-    // Rank 0 writes every checkpoint alone for 4 minutes (its GPUs idle,
-    // its peers at the barrier): reported at the first, back in line after
-    // each. Every episode is longer than `drain_after_s`, none as long as a
-    // report and a drain together.
+    // Rank 0 writes every checkpoint alone for 4 minutes (its GPUs at 15%,
+    // not stopped, its peers at the barrier): reported at the first, back
+    // in line after each. Every episode is longer than `drain_after_s`,
+    // none as long as a report and a drain together.
     let writes = |node: usize, t: i64, _: &str| {
         if node == 0 && t >= 600 && (t - 600) % 600 < 240 {
-            4.0
+            12.0
         } else {
             80.0
         }
@@ -405,6 +405,34 @@ fn a_baseline_is_not_learned_in_an_evaluation_phase_that_follows_a_checkpoint() 
 }
 
 #[test]
+fn pause_frames_that_rise_for_five_minutes_are_not_called_and_ones_that_stay_up_are() {
+    // Another tenant's burst pauses node 3's port from minute 10 to 15;
+    // node 5's link degrades at minute 20 and its pause frames stay up.
+    // Neither node's GPUs lose any work.
+    let paused = |node: usize, t: i64, m: &str| {
+        let hit = (node == 3 && (600..900).contains(&t)) || (node == 5 && t >= 1_200);
+        match (m, hit) {
+            ("pfc_pause" | "cnp", true) => 1000.0,
+            ("pfc_pause" | "cnp", false) => 100.0,
+            _ => 80.0,
+        }
+    };
+    let metrics = ["gpu_util", "pfc_pause", "cnp"];
+    let got = calls(40, &metrics, paused);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node05", Tier::Report)], "{got:?}");
+    // After `fabric_only_steps` (36 steps: 6 minutes).
+    assert!(got[0].detected_at >= START + 1_200 + 360, "{got:?}");
+    let config = Config {
+        fabric_only_steps: 12,
+        ..Config::default()
+    };
+    let got = calls_with(config, NODES, 40, 10, &metrics, paused);
+    let called: Vec<&str> = got.iter().map(|d| d.node.as_str()).collect();
+    assert_eq!(called, ["node03", "node05"], "{got:?}");
+}
+
+#[test]
 fn a_node_under_congestion_whose_own_work_dips_within_noise_is_reported_not_drained() {
     // From minute 10 node 3's port sees ten times the pause frames and
     // congestion notifications (another tenant on its leaf), and its GPUs
@@ -531,6 +559,42 @@ fn a_stopped_node_is_drained_when_its_xid_gauge_names_a_dead_gpu_and_not_called_
     let got = calls_with(config, NODES, 30, 10, &metrics, hang(79.0));
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(called, [("node04", Tier::Report)], "{got:?}");
+}
+
+#[test]
+fn a_node_that_stops_while_rank_0_writes_a_checkpoint_is_not_called_and_one_that_stays_stopped_is()
+{
+    // No XID gauge. From minute 12 to 16 node 0 writes a checkpoint alone
+    // (its GPUs idle) while the others wait at a barrier, spinning at full
+    // utilisation and a third of the power; from minute 30 node 2's ranks
+    // have stopped for good and the others wait in the collective.
+    let job = |node: usize, t: i64, m: &str| {
+        let stops = (node == 0 && (720..960).contains(&t)) || (node == 2 && t >= 1_800);
+        let others_wait = (720..960).contains(&t) || t >= 1_800;
+        match (m, stops, others_wait) {
+            ("gpu_util", true, _) => 1.0,
+            ("gpu_power", true, _) => 600.0,
+            ("gpu_power", false, true) => 1_500.0,
+            ("gpu_power", false, false) => 4_000.0,
+            _ => 97.0,
+        }
+    };
+    let metrics = ["gpu_util", "gpu_power"];
+    for nodes in [NODES, 3] {
+        let got = calls_of(nodes, 45, &metrics, job);
+        let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+        assert_eq!(called, [("node02", Tier::Report)], "{nodes} nodes: {got:?}");
+        // Reported once stopped for `unexplained_stop_s` (5 minutes).
+        assert!(got[0].detected_at >= START + 1_800 + 300, "{got:?}");
+        // Judged on `continuity_steps` alone, the checkpoint is called.
+        let config = Config {
+            unexplained_stop_s: 0,
+            ..Config::default()
+        };
+        let got = calls_with(config, nodes, 45, 10, &metrics, job);
+        let called: Vec<&str> = got.iter().map(|d| d.node.as_str()).collect();
+        assert_eq!(called, ["node00", "node02"], "{nodes} nodes: {got:?}");
+    }
 }
 
 /// The calls of a default detector on an 8-node job requeued at minute 15:

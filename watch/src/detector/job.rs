@@ -123,6 +123,12 @@ pub struct Job {
 /// within as long after it is a replacement.
 const RESTART_GAP_S: i64 = 120;
 
+/// The steps of `interval_s` that `span_s` takes, at least one.
+fn steps_of(span_s: i64, cfg: &WatchSettings) -> u32 {
+    let steps = (span_s + cfg.interval_s - 1) / cfg.interval_s;
+    u32::try_from(steps.max(1)).unwrap_or(u32::MAX)
+}
+
 /// Buffers shared by every job's steps.
 #[derive(Debug, Default)]
 pub struct StepScratch {
@@ -474,6 +480,14 @@ impl Job {
         if evidence.stopped && evidence.xid == XidReading::NoHardware {
             return;
         }
+        // With no gauge to say why, a stop must outlast a checkpoint that
+        // rank 0 writes alone while the others wait for it.
+        if evidence.stopped
+            && evidence.xid == XidReading::Unknown
+            && count < steps_of(cfg.unexplained_stop_s, cfg)
+        {
+            return;
+        }
         // Minder's metric priority: host load and metrics the detector does
         // not know say something is different about the node, not that its
         // share of the job failed, so alone they make no call. The network's
@@ -519,7 +533,7 @@ impl Job {
         if self.held_bar.iter().all(Option::is_none) {
             return false;
         }
-        let steps = |span_s: i64| ((span_s + cfg.interval_s - 1) / cfg.interval_s).max(1);
+        let steps = |span_s: i64| i64::from(steps_of(span_s, cfg));
         self.references(cfg, scratch);
         let step = &scratch.references;
         // (node, steps in a row at the bar, evidence) of the nodes at it now.
@@ -827,6 +841,7 @@ impl Job {
     ) {
         let nodes = self.nodes.len();
         let mut worst: Vec<(f64, Vec<(usize, String)>)> = vec![(0.0, Vec::new()); nodes];
+        let mut stopped = vec![false; nodes];
         for (m, metric) in self.metrics.iter().enumerate() {
             let Some(baseline) = &metric.baseline else {
                 continue;
@@ -841,7 +856,9 @@ impl Job {
                 (cfg.small_job_drop, cfg.shared_phase_fraction),
                 &mut scratch.drops,
             );
+            let stops = *metric.name == *cfg.stopped_metric && cfg.stopped_fraction > 0.0;
             for &(node, ratio) in &scratch.drops {
+                stopped[node] |= stops && ratio * cfg.stopped_fraction >= 1.0;
                 worst[node].0 = worst[node].0.max(ratio);
                 worst[node]
                     .1
@@ -854,7 +871,13 @@ impl Job {
                 continue;
             }
             let since = *self.flagged_since[node].get_or_insert(end);
-            if end - since >= cfg.small_job_sustain_s {
+            // A stopped node: as in jobs of 4 or more nodes.
+            let sustain = match (stopped[node], self.xid_reading(node, &self.values, cfg)) {
+                (true, XidReading::NoHardware) => continue,
+                (true, XidReading::Unknown) => cfg.unexplained_stop_s,
+                _ => 0,
+            };
+            if end - since >= cfg.small_job_sustain_s.max(sustain) {
                 metrics.sort();
                 let names = metrics.into_iter().map(|(_, n)| n).collect();
                 let tier = if cfg.small_job_drain_ratio.is_some_and(|bar| ratio >= bar) {
