@@ -129,6 +129,19 @@ fn steps_of(span_s: i64, cfg: &WatchSettings) -> u32 {
     u32::try_from(steps.max(1)).unwrap_or(u32::MAX)
 }
 
+/// How long a node that stopped must stay stopped before it is called,
+/// in jobs of any size. `None`: never, as its fresh XID gauge names no
+/// hardware XID, so its job stopped it there. With no gauge to say why
+/// (`Unknown`), `unexplained_stop_s`: rank 0 writing a checkpoint alone
+/// while the others wait for it looks the same for minutes.
+fn stop_wait_s(xid: XidReading, cfg: &WatchSettings) -> Option<i64> {
+    match xid {
+        XidReading::NoHardware => None,
+        XidReading::Unknown => Some(cfg.unexplained_stop_s),
+        XidReading::Hardware(_) => Some(0),
+    }
+}
+
 /// Buffers shared by every job's steps.
 #[derive(Debug, Default)]
 pub struct StepScratch {
@@ -474,17 +487,10 @@ impl Job {
             scratch.peers.levels.get(i).copied()
         });
         evidence.xid = self.xid_reading(candidate.node, &self.values, cfg);
-        // A node that stopped and whose fresh XID gauge names no hardware
-        // XID was stopped by its job's own doing: no call, while the count
-        // goes on in case an XID follows.
-        if evidence.stopped && evidence.xid == XidReading::NoHardware {
-            return;
-        }
-        // With no gauge to say why, a stop must outlast a checkpoint that
-        // rank 0 writes alone while the others wait for it.
+        // A stopped node: no call yet, while the count goes on in case an
+        // XID follows or the stop outlasts a checkpoint.
         if evidence.stopped
-            && evidence.xid == XidReading::Unknown
-            && count < steps_of(cfg.unexplained_stop_s, cfg)
+            && stop_wait_s(evidence.xid, cfg).is_none_or(|wait| count < steps_of(wait, cfg))
         {
             return;
         }
@@ -871,13 +877,12 @@ impl Job {
                 continue;
             }
             let since = *self.flagged_since[node].get_or_insert(end);
-            // A stopped node: as in jobs of 4 or more nodes.
-            let sustain = match (stopped[node], self.xid_reading(node, &self.values, cfg)) {
-                (true, XidReading::NoHardware) => continue,
-                (true, XidReading::Unknown) => cfg.unexplained_stop_s,
-                _ => 0,
+            let wait = match stopped[node] {
+                true => stop_wait_s(self.xid_reading(node, &self.values, cfg), cfg),
+                false => Some(0),
             };
-            if end - since >= cfg.small_job_sustain_s.max(sustain) {
+            let Some(wait) = wait else { continue };
+            if end - since >= cfg.small_job_sustain_s.max(wait) {
                 metrics.sort();
                 let names = metrics.into_iter().map(|(_, n)| n).collect();
                 let tier = if cfg.small_job_drain_ratio.is_some_and(|bar| ratio >= bar) {
