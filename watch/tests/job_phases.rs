@@ -340,6 +340,42 @@ fn a_node_that_worked_harder_than_its_peers_through_the_warm_up_and_then_like_th
 }
 
 #[test]
+fn a_node_that_ran_above_its_pipeline_stage_and_falls_to_its_stages_level_is_reported_not_drained()
+{
+    // Two pipeline stages: nodes 0-3 do 60% of the others' work by design.
+    // Node 3 ran a third above its stage through the warm-up (its stage's
+    // rank 0), and from minute 15 works exactly like its stage. It left
+    // its place and does less than the typical node, as a throttled GPU
+    // would, but a whole stage was learned to work there: reported only.
+    let stage = |node: usize| if node < 4 { 60.0 } else { 100.0 };
+    let joins = |node: usize, t: i64, _: &str| {
+        if node == 3 && t < 900 {
+            80.0
+        } else {
+            stage(node)
+        }
+    };
+    let got = calls_of(16, 40, &["gpu_util", "gpu_power"], joins);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node03", Tier::Report)], "{got:?}");
+    // The same node falling below every stage is drained.
+    let falls = |node: usize, t: i64, m: &str| {
+        if node == 3 && t >= 900 {
+            40.0
+        } else {
+            joins(node, t, m)
+        }
+    };
+    let got = calls_of(16, 40, &["gpu_util", "gpu_power"], falls);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node03", Tier::Report), ("node03", Tier::Drain)],
+        "{got:?}"
+    );
+}
+
+#[test]
 fn a_node_whose_role_shows_only_once_a_long_start_up_is_over_is_learned_in_training_not_called() {
     // Seven minutes of model loading and compiling (every node's GPUs in
     // bursts, together), then training, in which node 3 (a reward server)

@@ -205,6 +205,24 @@ impl MetricBaseline {
             && !self.provisional.get(node).copied().unwrap_or(false)
     }
 
+    /// Where the `group`th of the other placed nodes is expected at a step
+    /// whose job level is `level`, counted from the low end (`low`) or the
+    /// high end, as a log ratio (see [`MetricBaseline::expected`]); `None`
+    /// with fewer such nodes. A pipeline stage is such a group: its nodes
+    /// sit apart from the rest by design, together.
+    pub fn group_place(&self, node: usize, level: f64, group: usize, low: bool) -> Option<f64> {
+        let mut others: Vec<f64> = (0..self.ratio.len())
+            .filter(|&other| other != node && self.placed(other))
+            .filter_map(|other| self.ratio[other])
+            .collect();
+        if group == 0 || others.len() < group {
+            return None;
+        }
+        let k = if low { group - 1 } else { others.len() - group };
+        let (_, ratio, _) = others.select_nth_unstable_by(k, f64::total_cmp);
+        Some(log_ratio(level * *ratio, level, self.floor))
+    }
+
     /// Node `node`'s own learned level, if it had one.
     pub fn own(&self, node: usize) -> Option<f64> {
         self.own.get(node).copied().flatten()
@@ -268,6 +286,20 @@ mod tests {
             !is_steady(&two_phases, 0.05, 0.25),
             "each phase is within the tolerance of the window's median, not of each other"
         );
+    }
+
+    #[test]
+    fn a_group_place_counts_the_other_placed_nodes_from_the_faulty_side() {
+        // Two stages (60 and 100), and node 4 above its stage at 72.
+        let steps = vec![vec![60.0, 60.0, 60.0, 100.0, 72.0, 100.0, 100.0, 100.0]; 6];
+        let b = MetricBaseline::learn(&steps, 0.05).unwrap();
+        let place = |node: usize| b.expected(node, 90.0);
+        assert_eq!(b.group_place(4, 90.0, 2, true), Some(place(0)));
+        // A node is not its own peer: the third lowest beside node 0 is node 4.
+        assert_eq!(b.group_place(0, 90.0, 3, true), Some(place(4)));
+        assert_eq!(b.group_place(4, 90.0, 1, false), Some(place(3)));
+        assert_eq!(b.group_place(4, 90.0, 8, true), None, "only 7 others");
+        assert!(place(0) < place(4) && place(4) < place(3));
     }
 
     #[test]

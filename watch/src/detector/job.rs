@@ -123,6 +123,11 @@ pub struct Job {
 /// within as long after it is a replacement.
 const RESTART_GAP_S: i64 = 120;
 
+/// A drain needs a node to do less than this share of its job's nodes
+/// (`1 / DRAIN_GROUP_SHARE`, at least one other) were learned to do by
+/// design: pipelines run up to 8 stages.
+const DRAIN_GROUP_SHARE: usize = 8;
+
 /// The steps of `interval_s` that `span_s` takes, at least one.
 fn steps_of(span_s: i64, cfg: &WatchSettings) -> u32 {
     let steps = (span_s + cfg.interval_s - 1) / cfg.interval_s;
@@ -480,13 +485,24 @@ impl Job {
         if count < cfg.continuity_steps {
             return;
         }
-        let mut evidence = self.evidence_of_node(candidate.node, |i| {
-            scratch.peers.evidence[i * nodes + candidate.node]
-        });
-        evidence.stopped = self.stopped(candidate.node, &self.values, cfg, |i| {
-            scratch.peers.levels.get(i).copied()
-        });
-        evidence.xid = self.xid_reading(candidate.node, &self.values, cfg);
+        self.call_if_due(candidate, count, trigger, cfg, &scratch.peers, out);
+    }
+
+    /// Calls `candidate`, the node that has stood alone for `count` steps
+    /// in a row, when its evidence at this `step` makes a call: a stopped
+    /// node waits (`stop_wait_s`), and the network's counters alone wait
+    /// `fabric_only_steps`. The call is reported, or drained at once when
+    /// `drain_after_s` is 0 and it clears the drain bar.
+    fn call_if_due(
+        &mut self,
+        candidate: peers::Candidate,
+        count: u32,
+        trigger: i64,
+        cfg: &WatchSettings,
+        step: &peers::Scratch,
+        out: &mut Vec<Detection>,
+    ) {
+        let evidence = self.evidence_at_step(candidate.node, cfg, step);
         // A stopped node: no call yet, while the count goes on in case an
         // XID follows or the stop outlasts a checkpoint.
         if evidence.stopped
@@ -519,6 +535,28 @@ impl Job {
             (metrics, candidate.score, tier),
             out,
         );
+    }
+
+    /// The evidence against `node`, not yet called, at this step (`step`).
+    fn evidence_at_step(
+        &self,
+        node: usize,
+        cfg: &WatchSettings,
+        step: &peers::Scratch,
+    ) -> Evidence {
+        let nodes = self.nodes.len();
+        let reference = |i: usize| {
+            Some((step.levels[i], step.centres[i], step.spreads[i])).filter(|r| !r.0.is_nan())
+        };
+        let mut evidence = self.evidence_of_node(
+            node,
+            |i| step.evidence[i * nodes + node],
+            |i, e| self.drain_part(node, (i, e), &self.values, reference(i), cfg),
+        );
+        let level = |i: usize| step.levels.get(i).copied();
+        evidence.stopped = self.stopped(node, &self.values, cfg, level);
+        evidence.xid = self.xid_reading(node, &self.values, cfg);
+        evidence
     }
 
     /// Judges the reported nodes against this step's levels of the others:
@@ -647,7 +685,11 @@ impl Job {
             let rule = (&metric.rule, baseline);
             weighed.push(peers::weigh(rule, node, v, residual, reference, cfg));
         }
-        let mut evidence = self.evidence_of_node(node, |i| weighed[i]);
+        let mut evidence = self.evidence_of_node(
+            node,
+            |i| weighed[i],
+            |i, e| self.drain_part(node, (i, e), &self.called_values, references[i], cfg),
+        );
         let level = |i: usize| references[i].map(|(level, ..)| level);
         evidence.stopped = self.stopped(node, &self.called_values, cfg, level);
         evidence.xid = self.xid_reading(node, &self.called_values, cfg);
@@ -683,9 +725,46 @@ impl Job {
         self.xids.reading(node, fresh)
     }
 
+    /// The `i`th learned metric's evidence `e` against `node` as it counts
+    /// towards a drain: no more than its distance beyond where a group of
+    /// its peers sits by design ([`peers::weigh_against_group`]), a group
+    /// being an eighth of the job's nodes (a pipeline stage), at least one.
+    /// `values` are this step's by metric and node; `reference` the
+    /// others' level, centre and spread.
+    fn drain_part(
+        &self,
+        node: usize,
+        (i, e): (usize, f64),
+        values: &[f64],
+        reference: Option<(f64, f64, f64)>,
+        cfg: &WatchSettings,
+    ) -> f64 {
+        let nodes = self.nodes.len();
+        let (Some((m, metric, baseline)), Some(reference)) =
+            (self.learned_metrics().nth(i), reference)
+        else {
+            return e;
+        };
+        if e <= 0.0 {
+            return e;
+        }
+        let rule = (&metric.rule, baseline);
+        let value = values[m * nodes + node];
+        let group = nodes.div_ceil(DRAIN_GROUP_SHARE);
+        e.min(peers::weigh_against_group(
+            rule, node, value, reference, cfg, group,
+        ))
+    }
+
     /// What the evidence against `node` says, metric by metric: `evidence(i)`
-    /// is its weighed distance on the `i`th learned metric.
-    fn evidence_of_node(&self, node: usize, evidence: impl Fn(usize) -> f64) -> Evidence {
+    /// is its weighed distance on the `i`th learned metric, `drain_part(i,
+    /// e)` how much of that distance `e` counts towards a drain.
+    fn evidence_of_node(
+        &self,
+        node: usize,
+        evidence: impl Fn(usize) -> f64,
+        drain_part: impl Fn(usize, f64) -> f64,
+    ) -> Evidence {
         let mut named: Vec<(usize, &str)> = Vec::new();
         let mut out = Evidence::default();
         for (i, (_, metric, baseline)) in self.learned_metrics().enumerate() {
@@ -698,9 +777,10 @@ impl Job {
             out.primary |= metric.rule.weight >= 1.0;
             out.own_work |= metric.rule.own_work();
             if baseline.placed(node) {
-                out.placed_score += e * e;
+                let d = drain_part(i, e);
+                out.placed_score += d * d;
                 if metric.rule.own_work() {
-                    out.placed_own_work += e * e;
+                    out.placed_own_work += d * d;
                 }
             }
         }

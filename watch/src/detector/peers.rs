@@ -43,6 +43,8 @@ pub struct Scratch {
     pub levels: Vec<f64>,
     /// The spread per metric (NaN with too few nodes).
     pub spreads: Vec<f64>,
+    /// The median residual per metric (NaN with too few nodes).
+    pub centres: Vec<f64>,
     /// Some primary metric was compared at this step: enough nodes had it,
     /// and the job was not in a shared phase of it.
     pub judged: bool,
@@ -71,15 +73,18 @@ pub fn step(
     scratch.evidence.resize(metrics.len() * nodes, 0.0);
     scratch.levels.clear();
     scratch.spreads.clear();
+    scratch.centres.clear();
     scratch.judged = false;
     for (m, metric) in metrics.iter().enumerate() {
         let Some((level, centre, spread)) = residuals(metric, cfg, scratch, MIN_PEERS) else {
             scratch.levels.push(f64::NAN);
             scratch.spreads.push(f64::NAN);
+            scratch.centres.push(f64::NAN);
             continue;
         };
         scratch.levels.push(level);
         scratch.spreads.push(spread);
+        scratch.centres.push(centre);
         if in_shared_phase(metric.rule, metric.baseline, level, cfg) {
             continue;
         }
@@ -130,6 +135,49 @@ pub fn weigh(
     }
     let raw = log_ratio(value, level, baseline.floor) - baseline.typical(level);
     own.min(rule.evidence((raw - centre) / spread, cfg.evidence_z))
+}
+
+/// How far (a natural log ratio, about 10%) a group of nodes must sit from
+/// the typical node to be apart by design, as a pipeline stage is: nodes a
+/// few percent slower for life are no group, and a node that falls below
+/// them has still lost work.
+const GROUP_APART: f64 = 0.1;
+
+/// The weighed evidence against `node` on one metric, judged against
+/// where `group` of its peers were learned to sit on the faulty side
+/// ([`MetricBaseline::group_place`]), when they sit apart from the typical
+/// node by design: none while it does no less than they do. A node that
+/// ran above its pipeline stage in the warm-up and now runs at its stage's
+/// level has left its own place, but a whole stage was learned to work
+/// there. Unlimited (infinite) when no such group is apart.
+pub fn weigh_against_group(
+    (rule, baseline): (&MetricRule, &MetricBaseline),
+    node: usize,
+    value: f64,
+    (level, centre, spread): (f64, f64, f64),
+    cfg: &WatchSettings,
+    group: usize,
+) -> f64 {
+    let at = log_ratio(value, level, baseline.floor);
+    let typical = baseline.typical(level);
+    let low = baseline
+        .group_place(node, level, group, true)
+        .filter(|low| *low <= typical - GROUP_APART);
+    let high = baseline
+        .group_place(node, level, group, false)
+        .filter(|high| *high >= typical + GROUP_APART);
+    let beyond = match rule.direction {
+        Direction::Falls => low.map(|low| at - low),
+        Direction::Rises => high.map(|high| at - high),
+        Direction::Either if low.is_none() && high.is_none() => None,
+        Direction::Either => {
+            let (low, high) = (low.unwrap_or(typical), high.unwrap_or(typical));
+            Some((at - low).min(0.0) + (at - high).max(0.0))
+        }
+    };
+    beyond.map_or(f64::INFINITY, |beyond| {
+        rule.evidence((beyond - centre) / spread, cfg.evidence_z)
+    })
 }
 
 /// The job's level, the median residual and the spread of one metric among
@@ -264,6 +312,24 @@ mod tests {
         v[5] = 40.0;
         v[6] = 42.0;
         assert_eq!(run(&v), None);
+    }
+
+    #[test]
+    fn a_node_at_its_pipeline_stages_level_has_nothing_against_it_and_nodes_slow_for_life_make_no_stage(
+    ) {
+        let cfg = WatchSettings::default();
+        let rule = MetricRule::of("gpu_util", &cfg);
+        let judge = |warm_up: Vec<f64>, now: f64| {
+            let b = MetricBaseline::learn(&vec![warm_up; 6], 0.05).unwrap();
+            weigh_against_group((&rule, &b), 3, now, (100.0, 0.0, 0.02), &cfg, 2)
+        };
+        // Nodes 0-2 are a stage at 60; node 3 ran at 80 and now runs at 60.
+        let stage = vec![60.0, 60.0, 60.0, 80.0, 100.0, 100.0, 100.0, 100.0, 100.0];
+        assert_eq!(judge(stage.clone(), 60.0), 0.0);
+        assert!(judge(stage, 45.0) > 10.0, "below its stage");
+        // Nodes 0-2 are 5% slow for life: no stage, no limit.
+        let slow = vec![95.0, 95.0, 95.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0];
+        assert_eq!(judge(slow, 90.0), f64::INFINITY);
     }
 
     #[test]
