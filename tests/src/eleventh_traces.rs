@@ -220,6 +220,6 @@ pub fn generate(
     for job in &jobs {
         emit::job_rows(job, &mut rng, &mut prefixes, &mut rows);
     }
-    emit::write_rows(&mut rows, &prefixes, out)?;
+    emit::write_rows(&rows, &prefixes, out)?;
     Ok(jobs.iter().map(truth).collect())
 }

@@ -84,13 +84,16 @@ fn estimate(s: &Skeleton) -> i64 {
 fn fit_budget(skels: &mut [Skeleton], max_rows: i64) {
     loop {
         let total: i64 = skels.iter().map(estimate).sum();
-        if total <= max_rows {
+        let nodes: usize = skels.iter().map(|s| s.size).sum();
+        // Room for every job on distinct slots, with holes between them.
+        let crowded = nodes > SITE_SLOTS / 2;
+        if total <= max_rows && !crowded {
             return;
         }
         let Some(big) = skels.iter_mut().max_by_key(|s| estimate(s)) else {
             return;
         };
-        if big.len > 2400 {
+        if big.len > 2400 && !crowded {
             big.len = (big.len * 4 / 5).max(1800);
         } else if big.size > 2 {
             big.size /= 2;
@@ -138,7 +141,7 @@ pub(crate) fn host_name(gid: usize) -> String {
 /// Slurm places a job on contiguous free slots (topology-aware), with holes
 /// left by drained and other tenants' nodes between jobs.
 fn allocate(rng: &mut Rng, sizes: &[usize]) -> Vec<Vec<usize>> {
-    let mut next = rng.below(64) * 4;
+    let mut next = rng.below(SITE_SLOTS / 4) * 4;
     let mut used = BTreeSet::new();
     sizes
         .iter()
@@ -150,7 +153,8 @@ fn allocate(rng: &mut Rng, sizes: &[usize]) -> Vec<Vec<usize>> {
                     ids.push(next);
                 }
             }
-            next += rng.below(40);
+            // Other tenants' jobs and drained nodes between ours.
+            next += rng.below(160);
             ids
         })
         .collect()
@@ -164,7 +168,7 @@ fn node(rng: &mut Rng, gid: usize, interval: i64, start: i64, end: i64) -> NodeP
         gid,
         dcgm,
         extra: rng.chance(0.15),
-        interval: if rng.chance(0.05) { 30 } else { interval },
+        interval: if rng.chance(0.02) { 30 } else { interval },
         phase: rng.int(0, interval - 1),
         skew: 0,
         speed: 1.0 + rng.noise(0.006),

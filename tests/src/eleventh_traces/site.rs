@@ -95,7 +95,7 @@ fn fabric_flap(jobs: &mut [JobPlan], rng: &mut Rng) {
         let leaves = job.nodes.iter().map(|n| n.gid / 32);
         if leaves.clone().min() != leaves.max() {
             touch(std::slice::from_mut(job), "fabric_flap", &env, |g| {
-                (g / 2 + salt) % 4 == 0
+                (g / 2 + salt).is_multiple_of(4)
             });
         }
     }

@@ -58,9 +58,7 @@ fn pace(job: &JobPlan, i: usize, t: i64) -> (f64, f64) {
     for env in &job.envs {
         let on = t >= env.start
             && t < env.end
-            && env
-                .cycle
-                .map_or(true, |(a, b)| (t - env.start) % (a + b) < a);
+            && env.cycle.is_none_or(|(a, b)| (t - env.start) % (a + b) < a);
         if on {
             job_max = job_max.max(env.factor);
             if env.nodes.contains(&i) {
@@ -258,9 +256,7 @@ fn apply_envs(s: &mut State, job: &JobPlan, i: usize, t: i64) {
         if t < env.start || t >= env.end {
             continue;
         }
-        let on = env
-            .cycle
-            .map_or(true, |(a, b)| (t - env.start) % (a + b) < a);
+        let on = env.cycle.is_none_or(|(a, b)| (t - env.start) % (a + b) < a);
         if on {
             s.pfc += env.pfc;
             s.cnp += env.cnp;

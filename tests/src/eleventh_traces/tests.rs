@@ -317,5 +317,13 @@ fn default_site_size_and_speed() {
             jobs.len(),
             started.elapsed()
         );
+        // To look at a site by hand: ELEVENTH_DUMP=/tmp/site writes its CSV and truth.
+        if let Some(dir) = std::env::var_os("ELEVENTH_DUMP") {
+            let dir = std::path::PathBuf::from(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(format!("seed{seed}.csv")), &out).unwrap();
+            let truth: String = jobs.iter().map(|j| format!("{j:?}\n")).collect();
+            std::fs::write(dir.join(format!("seed{seed}.truth")), truth).unwrap();
+        }
     }
 }
