@@ -1,7 +1,7 @@
 //! Hardware faults and user errors: what each one does to the culprit node
 //! and to the rest of its job, and when the job is torn down.
 
-use super::plan::{After, Effect, Incident};
+use super::plan::{After, Bound, Effect, Incident};
 use super::rng::Rng;
 
 /// Hardware fault kinds and their shares, roughly after Minder (NSDI'25,
@@ -55,6 +55,7 @@ fn base(name: &'static str, fault: bool) -> Incident {
         xid_at: 0,
         cleanup_xid_at: None,
         factor: 1.0,
+        bound: Bound::Compute,
         cycle: None,
         eff: Effect::NONE,
     }
@@ -72,9 +73,10 @@ fn crash(name: &'static str, fault: bool, culprit: After, rng: &mut Rng) -> Inci
 }
 
 /// A slowdown of the culprit that the whole synchronous job follows.
-fn slow(name: &'static str, factor: f64, eff: Effect) -> Incident {
+fn slow(name: &'static str, factor: f64, bound: Bound, eff: Effect) -> Incident {
     Incident {
         factor,
+        bound,
         eff,
         ..base(name, true)
     }
@@ -130,6 +132,7 @@ fn nvlink(rng: &mut Rng) -> Incident {
         let mut s = slow(
             "nvlink_error",
             rng.range(1.3, 2.0),
+            Bound::Comm,
             Effect {
                 nvlink: rng.range(0.1, 0.4),
                 pcie: 1.8,
@@ -165,14 +168,14 @@ fn nic(rng: &mut Rng, flap: bool, subtle: bool) -> Incident {
             ib: 7.0 / 8.0,
             ..errors
         };
-        return slow("nic_down", rng.range(1.2, 1.5), eff);
+        return slow("nic_down", rng.range(1.2, 1.5), Bound::Comm, eff);
     }
     let (factor, on, off) = if subtle {
         (rng.range(1.05, 1.2), rng.int(10, 20), rng.int(120, 300))
     } else {
         (rng.range(3.0, 8.0), rng.int(20, 90), rng.int(60, 400))
     };
-    let mut inc = slow("nic_flap", factor, errors);
+    let mut inc = slow("nic_flap", factor, Bound::Comm, errors);
     inc.cycle = Some((on, off));
     inc
 }
@@ -187,7 +190,7 @@ fn throttle(rng: &mut Rng, power: bool, subtle: bool) -> Incident {
             temp: -5.0,
             ..Effect::NONE
         };
-        return slow("power_throttle", 1.0 / clock, eff);
+        return slow("power_throttle", 1.0 / clock, Bound::Compute, eff);
     }
     let clock = if subtle {
         rng.range(0.86, 0.96)
@@ -199,7 +202,7 @@ fn throttle(rng: &mut Rng, power: bool, subtle: bool) -> Incident {
         temp: rng.range(15.0, 25.0),
         ..Effect::NONE
     };
-    slow("thermal_throttle", 1.0 / clock, eff)
+    slow("thermal_throttle", 1.0 / clock, Bound::Compute, eff)
 }
 
 fn slow_gpu(rng: &mut Rng, subtle: bool) -> Incident {
@@ -215,7 +218,7 @@ fn slow_gpu(rng: &mut Rng, subtle: bool) -> Incident {
         temp: rng.range(0.0, 4.0),
         ..Effect::NONE
     };
-    slow("slow_gpu", factor, eff)
+    slow("slow_gpu", factor, Bound::Compute, eff)
 }
 
 fn pcie(rng: &mut Rng, subtle: bool) -> Incident {
@@ -230,7 +233,7 @@ fn pcie(rng: &mut Rng, subtle: bool) -> Incident {
         pcie: width,
         ..Effect::NONE
     };
-    slow("pcie_downgrade", factor, eff)
+    slow("pcie_downgrade", factor, Bound::Comm, eff)
 }
 
 fn host(rng: &mut Rng, subtle: bool) -> Incident {
@@ -251,7 +254,7 @@ fn host(rng: &mut Rng, subtle: bool) -> Incident {
         mem: rng.range(-40.0, 40.0),
         ..Effect::NONE
     };
-    slow("host_cpu_memory", factor, eff)
+    slow("host_cpu_memory", factor, Bound::Input, eff)
 }
 
 /// A hardware fault of `kind`.

@@ -147,6 +147,17 @@ impl Effect {
     };
 }
 
+/// What a slow culprit is short of; it decides who waits for whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// Its GPUs compute slower: it works all the time, its peers wait in NCCL.
+    Compute,
+    /// A link is slow: every node, the culprit too, waits on the transfers.
+    Comm,
+    /// Its host starves its GPUs of input: they idle, its peers spin in NCCL.
+    Input,
+}
+
 /// A hardware fault or a user error on one job.
 #[derive(Debug, Clone)]
 pub(crate) struct Incident {
@@ -165,6 +176,7 @@ pub(crate) struct Incident {
     pub cleanup_xid_at: Option<i64>,
     /// Job-wide slowdown while active (1 = none).
     pub factor: f64,
+    pub bound: Bound,
     pub cycle: Option<(i64, i64)>,
     pub eff: Effect,
 }

@@ -55,7 +55,7 @@ fn touch(jobs: &mut [JobPlan], name: &'static str, env: &Env, hit: impl Fn(usize
 /// Another tenant's all-to-all under one leaf: PFC pauses and CNPs on the
 /// leaf's ports, the job a little slower while the bursts last.
 fn leaf_congestion(jobs: &mut [JobPlan], rng: &mut Rng) {
-    for _ in 0..rng.int(1, 3) {
+    for _ in 0..rng.int(2, 4) {
         let (t, gid) = somewhere(jobs, rng);
         let env = Env {
             start: t,
@@ -104,7 +104,7 @@ fn fabric_flap(jobs: &mut [JobPlan], rng: &mut Rng) {
 /// A rack whose cooling fails for a while: its GPUs throttle (clock down,
 /// temperature up) and the jobs on it run at the throttled node's pace.
 fn hot_rack(jobs: &mut [JobPlan], rng: &mut Rng) {
-    for _ in 0..rng.int(1, 2) {
+    for _ in 0..rng.int(1, 3) {
         let (t, gid) = somewhere(jobs, rng);
         let clock = rng.range(0.78, 0.92);
         let env = Env {

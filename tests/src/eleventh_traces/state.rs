@@ -2,7 +2,7 @@
 //! phase, the incident and the environment, folded into a `State` that the
 //! exporter turns into metrics.
 
-use super::plan::{After, Incident, JobKind, JobPlan, Phase};
+use super::plan::{After, Bound, Incident, JobKind, JobPlan, Phase};
 
 /// A node's activity at one time; rates are fractions of the job's profile.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +49,13 @@ impl State {
         self.ib = 0.0005;
         self.cpu = cpu;
     }
+
+    /// The node's processes are gone: GPUs idle, their host memory freed.
+    fn dead(&mut self, cpu: f64) {
+        self.idle(cpu);
+        self.mem_gb = 30.0;
+        self.disk = 0.0;
+    }
 }
 
 /// The job's slowest factor at `t` and this node's own (1 = full pace).
@@ -61,7 +68,9 @@ fn pace(job: &JobPlan, i: usize, t: i64) -> (f64, f64) {
             && env.cycle.is_none_or(|(a, b)| (t - env.start) % (a + b) < a);
         if on {
             job_max = job_max.max(env.factor);
-            if env.nodes.contains(&i) {
+            // A throttled node computes slower; congestion slows everyone's
+            // transfers alike.
+            if env.clock < 1.0 && env.nodes.contains(&i) {
                 own = own.max(env.factor);
             }
         }
@@ -69,7 +78,7 @@ fn pace(job: &JobPlan, i: usize, t: i64) -> (f64, f64) {
     if let Some(inc) = &job.incident {
         if inc.culprit == After::Same && inc.active(t) {
             job_max = job_max.max(inc.factor);
-            if inc.node == i {
+            if inc.node == i && inc.bound == Bound::Compute {
                 own = own.max(inc.factor);
             }
         }
@@ -216,7 +225,7 @@ fn apply_incident(s: &mut State, inc: &Incident, i: usize, t: i64) -> bool {
     if i != inc.node {
         match inc.others {
             After::Spin if t >= inc.others_at => s.spin(),
-            After::Idle if t >= inc.others_at => s.idle(3.0),
+            After::Idle if t >= inc.others_at => s.dead(3.0),
             _ => return false,
         }
         return true;
@@ -226,8 +235,13 @@ fn apply_incident(s: &mut State, inc: &Incident, i: usize, t: i64) -> bool {
     }
     let e = &inc.eff;
     match inc.culprit {
+        After::Same if inc.bound == Bound::Input => {
+            // Waiting for input, not in a collective: the kernels stop.
+            s.busy = s.busy.min(s.compute + 0.06);
+            s.min_busy = s.min_busy.min(s.busy);
+        }
         After::Same | After::Gone => {}
-        After::Idle => s.idle(3.0),
+        After::Idle => s.dead(3.0),
         After::Spin => s.spin(),
         After::Blind => {
             s.spin();
@@ -266,7 +280,9 @@ fn apply_envs(s: &mut State, job: &JobPlan, i: usize, t: i64) {
     }
 }
 
-/// DCGM's XID field: the last XID seen, held until the exporter restarts.
+/// DCGM's XID field: the node's value is the max over its GPUs of each
+/// GPU's last XID, held until the exporter restarts. The stale XID, the
+/// fault's and the kill's XID 45 land on different GPUs.
 fn xid(job: &JobPlan, i: usize, t: i64) -> u32 {
     let node = &job.nodes[i];
     let restart = node
@@ -276,22 +292,22 @@ fn xid(job: &JobPlan, i: usize, t: i64) -> u32 {
         .filter(|&end| end <= t)
         .max()
         .unwrap_or(i64::MIN);
-    let mut last = (i64::MIN + 1, node.stale_xid);
+    let never = (i64::MAX, 0);
+    let mut events = [(i64::MIN + 1, node.stale_xid), never, never];
     if let Some(inc) = &job.incident {
-        if inc.node == i && inc.xid != 0 && inc.xid_at <= t && inc.xid_at > last.0 {
-            last = (inc.xid_at, inc.xid);
+        if inc.node == i && inc.xid != 0 {
+            events[1] = (inc.xid_at, inc.xid);
         }
         if let Some(at) = inc.cleanup_xid_at {
-            if at <= t && at > last.0 {
-                last = (at, 45);
-            }
+            events[2] = (at, 45);
         }
     }
-    if last.0 >= restart {
-        last.1
-    } else {
-        0
-    }
+    events
+        .iter()
+        .filter(|(at, _)| *at <= t && *at >= restart)
+        .map(|e| e.1)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Node `i` of `job` at true time `t`, or None when it reports nothing

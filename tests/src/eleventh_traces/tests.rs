@@ -327,3 +327,45 @@ fn default_site_size_and_speed() {
         }
     }
 }
+
+/// The shares of confounders, faults and user errors over the evaluation
+/// seeds, as the module doc states them (plans only, fast):
+/// `cargo test -p lemonade-tests --lib eleventh_traces::tests::shares -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn shares_over_the_evaluation_seeds() {
+    let mut confounders: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut jobs, mut subtle, mut sizes) = (0, 0, Vec::new());
+    for seed in 1..=20 {
+        for job in plan_site(&IndependentSpec::new(seed)) {
+            jobs += 1;
+            sizes.push(job.nodes.len());
+            for c in &job.confounders {
+                *confounders.entry(c).or_default() += 1;
+            }
+            if let Some(inc) = job.incident.as_ref().filter(|i| i.fault) {
+                *kinds.entry(inc.name).or_default() += 1;
+                subtle += usize::from(inc.subtle);
+            }
+        }
+    }
+    let share = |n: usize| 100.0 * n as f64 / jobs as f64;
+    for (c, n) in &confounders {
+        println!("confounder {c:<28} {:5.1}% of jobs", share(*n));
+    }
+    let faults: usize = kinds.values().sum();
+    for (k, n) in &kinds {
+        println!(
+            "fault {k:<20} {:5.1}% of faults",
+            100.0 * *n as f64 / faults as f64
+        );
+    }
+    sizes.sort_unstable();
+    println!(
+        "{jobs} jobs, {faults} faults ({subtle} subtle), median size {}",
+        sizes[sizes.len() / 2]
+    );
+    let big = sizes.iter().filter(|&&n| n >= 64).count();
+    println!("jobs of 64+ nodes: {:.1}%", share(big));
+}
