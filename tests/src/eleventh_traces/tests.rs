@@ -139,6 +139,16 @@ fn lookup<'s>(
     s.get(&(job, node, m))
 }
 
+/// Whether the series' median over the 10 minutes after `onset` is below
+/// `ratio` times its median over the 10 minutes before.
+fn dropped(series: &[(i64, f64)], onset: i64, ratio: f64) -> bool {
+    let window = |a: i64, b: i64| {
+        let v = series.iter().filter(|p| p.0 >= a && p.0 < b);
+        median(v.map(|p| p.1).collect())
+    };
+    window(onset + 60, onset + 600) < ratio * window(onset - 600, onset - 60)
+}
+
 /// Checks one fault's mark on its node; false when it cannot be checked.
 fn shows_fault(s: &Series, job: &IndependentJob, f: &PlantedFault) -> Option<bool> {
     let get = |m| lookup(s, &job.job, &f.node, m);
@@ -161,18 +171,9 @@ fn shows_fault(s: &Series, job: &IndependentJob, f: &PlantedFault) -> Option<boo
             let util = get("cpu_util")?;
             Some(util.iter().all(|p| p.0 < f.onset + 50))
         }
-        "pcie_downgrade" => {
-            let pcie = get("pcie_tx")?;
-            let window = |a: i64, b: i64| {
-                median(
-                    pcie.iter()
-                        .filter(|p| p.0 >= a && p.0 < b)
-                        .map(|p| p.1)
-                        .collect(),
-                )
-            };
-            Some(window(f.onset + 60, f.onset + 600) < 0.85 * window(f.onset - 600, f.onset - 60))
-        }
+        // A link fault caps the node's PCIe traffic; a throttle its clocks.
+        "pcie_downgrade" => Some(dropped(get("pcie_tx")?, f.onset, 0.85)),
+        "thermal_throttle" | "power_throttle" => Some(dropped(get("gpu_sm_clock")?, f.onset, 0.99)),
         _ => None,
     }
 }
@@ -180,7 +181,7 @@ fn shows_fault(s: &Series, job: &IndependentJob, f: &PlantedFault) -> Option<boo
 #[test]
 fn faulty_nodes_show_their_faults() {
     let mut checked = 0;
-    for seed in 1..=6 {
+    for seed in 1..=8 {
         let r = gen(&small(seed));
         let s = series(&r.text);
         for job in &r.jobs {
@@ -198,7 +199,7 @@ fn faulty_nodes_show_their_faults() {
             }
         }
     }
-    assert!(checked >= 5, "only {checked} faults checked");
+    assert!(checked >= 8, "only {checked} faults checked");
 }
 
 #[test]
