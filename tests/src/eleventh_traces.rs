@@ -141,7 +141,7 @@ impl IndependentSpec {
             jobs: 40,
             fault_share: 0.4,
             user_share: 0.3,
-            max_rows: 3_600_000,
+            max_rows: 3_900_000,
             window_s: 5400,
         }
     }

@@ -181,6 +181,8 @@ fn node(rng: &mut Rng, gid: usize, interval: i64, start: i64, end: i64) -> NodeP
         stale_xid: 0,
         warm_lag: rng.int(0, 40),
         ckpt_lag: rng.int(0, 12),
+        temp_off: rng.noise(2.5),
+        power_gain: 1.0 + rng.noise(0.02),
     }
 }
 

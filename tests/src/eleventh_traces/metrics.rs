@@ -59,7 +59,11 @@ pub(crate) fn value(id: usize, s: &State, p: &Profile, rng: &mut Rng) -> f64 {
         0 => (100.0 * s.busy + rng.noise(0.8)).clamp(0.0, 100.0),
         1 => {
             let per = IDLE_W + 560.0 * s.compute * s.clock + 55.0 * spin;
-            jitter(rng, (8.0 * per).min(8.0 * TDP * s.power_cap), 0.02)
+            jitter(
+                rng,
+                (8.0 * per * s.power_gain).min(8.0 * TDP * s.power_cap),
+                0.02,
+            )
         }
         2 => (p.mem_util * s.compute / p.compute + 0.5 * spin + rng.noise(1.0)).clamp(0.0, 100.0),
         3 => 30.0 + 42.0 * s.compute + 6.0 * spin + s.temp + 3.0 + rng.noise(1.0),

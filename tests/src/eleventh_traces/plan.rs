@@ -59,6 +59,10 @@ pub(crate) struct NodePlan {
     pub stale_xid: u32,
     pub warm_lag: i64,
     pub ckpt_lag: i64,
+    /// Its hottest GPU runs this much warmer or cooler than the fleet's (°C).
+    pub temp_off: f64,
+    /// Board power differs a few percent between boards at the same work.
+    pub power_gain: f64,
 }
 
 /// A job-wide phase; the first span that covers a time applies.
