@@ -228,6 +228,12 @@ impl fmt::Display for Score {
         line(f, "total", "all", &self.total.all)?;
         line(f, "", "drain", &self.total.drain)?;
         section(f, "by confounder", &self.by_confounder)?;
-        section(f, "by fault kind", &self.by_kind)
+        section(f, "by fault kind", &self.by_kind)?;
+        writeln!(
+            f,
+            "flty faulty jobs, det detected, hlty/hjob (job, node) pairs / jobs called while \
+             healthy, wrng wrong node, erly called only before the onset, unkn unknown job, \
+             med_s median delay (s)"
+        )
     }
 }
