@@ -202,7 +202,12 @@ fn throttle(rng: &mut Rng, power: bool, subtle: bool) -> Incident {
         temp: rng.range(15.0, 25.0),
         ..Effect::NONE
     };
-    slow("thermal_throttle", 1.0 / clock, Bound::Compute, eff)
+    let mut inc = slow("thermal_throttle", 1.0 / clock, Bound::Compute, eff);
+    if rng.chance(0.3) {
+        // A failing fan or pump: it throttles, cools down, throttles again.
+        inc.cycle = Some((rng.int(120, 600), rng.int(60, 300)));
+    }
+    inc
 }
 
 fn slow_gpu(rng: &mut Rng, subtle: bool) -> Incident {

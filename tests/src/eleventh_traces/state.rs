@@ -59,6 +59,12 @@ impl State {
     }
 }
 
+/// MoE: the node hosting the hot experts at `t` (it moves every period).
+fn hot_node(job: &JobPlan, t: i64) -> Option<usize> {
+    let period = job.hot_expert?;
+    Some(((t - job.start) / period) as usize * 7919 % job.nodes.len())
+}
+
 /// The job's slowest factor at `t` and this node's own (1 = full pace).
 fn pace(job: &JobPlan, i: usize, t: i64) -> (f64, f64) {
     let mut job_max = job.life_max;
@@ -84,9 +90,8 @@ fn pace(job: &JobPlan, i: usize, t: i64) -> (f64, f64) {
             }
         }
     }
-    if let Some(period) = job.hot_expert {
+    if let Some(hot) = hot_node(job, t) {
         // The hot expert's node gets ~12% more tokens; all-to-all waits on it.
-        let hot = ((t - job.start) / period) as usize * 7919 % job.nodes.len();
         job_max = job_max.max(1.12);
         if hot == i {
             own = own.max(1.12);
@@ -120,6 +125,10 @@ fn running(job: &JobPlan, i: usize, t: i64) -> State {
             level *= l;
             comm *= l;
         }
+    }
+    if hot_node(job, t) == Some(i) {
+        // Its experts receive more tokens in the all-to-all.
+        comm *= 1.2;
     }
     let compute = (p.compute * level * own / job_max).min(0.97);
     State {
