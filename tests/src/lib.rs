@@ -41,11 +41,16 @@
 //! * [`tenth_traces`]: a tenth generator of such traces, held out from the
 //!   detector's tuning (issue 45): a shared site seen from the users' side
 //!   (user errors that are not faults, site-wide bursts), and its scorer.
+//! * [`eleventh_traces`]: an eleventh generator of such traces, held out from
+//!   the detector's tuning (issue 45): a shared H100/H200 site's job mix
+//!   (3D, FSDP, MoE, multimodal, RL, inference), user errors, site-wide
+//!   confounders and Minder's fault mix, and its scorer.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
 pub mod cluster;
 pub mod eighth_traces;
+pub mod eleventh_traces;
 pub mod fake_nvml;
 pub mod fifth_traces;
 pub mod fixture;
