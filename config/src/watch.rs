@@ -107,6 +107,12 @@ pub struct WatchSettings {
     pub stopped_fraction: f64,
     /// The metric that says a node stopped.
     pub stopped_metric: String,
+    /// The metric that says one of a node's GPUs stopped: its least busy
+    /// GPU's utilisation. A rank stuck in the user's barrier idles its GPU
+    /// while the node's other GPUs spin in the collective, as a dead GPU's
+    /// would; such a node is judged as a stopped node (`stopped_fraction`).
+    /// "": not read.
+    pub stopped_gpu_metric: String,
     /// The exporter's gauge of each node's last XID (DCGM's
     /// `DCGM_FI_DEV_XID_ERRORS`). A stopped node whose gauge turned to one
     /// of `hardware_xids` during the job may be drained; one whose fresh
@@ -201,6 +207,7 @@ impl Default for WatchSettings {
             drain_after_s: 180,
             stopped_fraction: 0.1,
             stopped_metric: "gpu_util".to_string(),
+            stopped_gpu_metric: "gpu_util_min".to_string(),
             xid_metric: "DCGM_FI_DEV_XID_ERRORS".to_string(),
             hardware_xids: HARDWARE_XIDS.to_vec(),
             unexplained_stop_s: 300,

@@ -598,6 +598,59 @@ fn a_stopped_node_is_drained_when_its_xid_gauge_names_a_dead_gpu_and_not_called_
 }
 
 #[test]
+fn a_node_one_of_whose_gpus_stops_is_not_called_when_its_fresh_xid_gauge_names_none() {
+    // From minute 12 one GPU of node 4 idles while its other seven, and
+    // every other node's, spin in the collective: a rank stuck in the
+    // user's barrier, or a GPU that fell off the bus. Only the node's
+    // least busy GPU (`gpu_util_min`) and a little of its power show it.
+    let metrics = [
+        "gpu_util",
+        "gpu_util_min",
+        "gpu_power",
+        "DCGM_FI_DEV_XID_ERRORS",
+    ];
+    let one_gpu = |xid_at_stop: f64| {
+        move |node: usize, t: i64, m: &str| match (m, node == 4 && t >= 720) {
+            ("DCGM_FI_DEV_XID_ERRORS", true) => xid_at_stop,
+            ("DCGM_FI_DEV_XID_ERRORS", false) => 0.0,
+            ("gpu_util_min", true) => 0.5,
+            ("gpu_util", true) => 86.0,
+            ("gpu_power", true) => 3600.0,
+            ("gpu_power", false) => 4000.0,
+            _ => 97.0,
+        }
+    };
+    let run_on = |metrics: &[&str], config: Config, xid: f64| {
+        let got = calls_with(config, NODES, 30, 10, metrics, one_gpu(xid));
+        got.iter()
+            .map(|d| (d.node.clone(), d.tier))
+            .collect::<Vec<_>>()
+    };
+    let run = |config: Config, xid: f64| run_on(&metrics, config, xid);
+    let node04 = "node04".to_string();
+    // XID 79 on its gauge: the GPU fell off the bus, and the node drains.
+    assert_eq!(
+        run(Config::default(), 79.0),
+        [
+            (node04.clone(), Tier::Report),
+            (node04.clone(), Tier::Drain)
+        ]
+    );
+    // A fresh gauge with no XID: the user's rank stopped there.
+    assert_eq!(run(Config::default(), 0.0), []);
+    // Without the rule (`stopped_gpu_metric = ""`) the user's stuck rank drains.
+    let unread = Config {
+        stopped_gpu_metric: String::new(),
+        ..Config::default()
+    };
+    let drained = [(node04.clone(), Tier::Report), (node04, Tier::Drain)];
+    assert_eq!(run(unread, 0.0), drained);
+    // Without a gauge the metrics judge it, as before: one idle GPU among
+    // seven busy ones is no whole node's crash.
+    assert_eq!(run_on(&metrics[..3], Config::default(), 0.0), drained);
+}
+
+#[test]
 fn a_node_that_stops_while_rank_0_writes_a_checkpoint_is_not_called_and_one_that_stays_stopped_is()
 {
     // No XID gauge. From minute 12 to 16 node 0 writes a checkpoint alone

@@ -31,6 +31,9 @@ struct Evidence {
     combined: f64,
     /// The node stopped while its peers wait for it (`stopped_fraction`).
     stopped: bool,
+    /// One of its GPUs stopped while the node's others work
+    /// (`stopped_gpu_metric`).
+    gpu_stopped: bool,
     /// What the node's XID gauge says (`xid_metric`).
     xid: XidReading,
 }
@@ -47,8 +50,18 @@ impl Evidence {
     /// XID: its ranks may have died of the user's code.
     fn drains(&self, cfg: &WatchSettings) -> bool {
         (!self.stopped || matches!(self.xid, XidReading::Hardware(_)))
+            && !self.gpu_stopped_by_its_job()
             && self.placed_own_work >= cfg.threshold
             && self.placed_score >= cfg.drain_score
+    }
+
+    /// One of the node's GPUs stopped, and its fresh XID gauge names no
+    /// hardware XID: a rank stuck in the user's code idles its GPU as a
+    /// dead GPU would, and the driver says which. Without a gauge the
+    /// metrics judge it as before: one idle GPU among busy ones is no
+    /// whole node's crash.
+    fn gpu_stopped_by_its_job(&self) -> bool {
+        self.gpu_stopped && self.xid == XidReading::NoHardware
     }
 }
 
@@ -504,9 +517,11 @@ impl Job {
     ) {
         let evidence = self.evidence_at_step(candidate.node, cfg, step);
         // A stopped node: no call yet, while the count goes on in case an
-        // XID follows or the stop outlasts a checkpoint.
+        // XID follows or the stop outlasts a checkpoint. A node one of
+        // whose GPUs stopped, with no hardware XID, is not called.
         if evidence.stopped
             && stop_wait_s(evidence.xid, cfg).is_none_or(|wait| count < steps_of(wait, cfg))
+            || evidence.gpu_stopped_by_its_job()
         {
             return;
         }
@@ -554,7 +569,8 @@ impl Job {
             |i, e| self.drain_part(node, (i, e), &self.values, reference(i), cfg),
         );
         let level = |i: usize| step.levels.get(i).copied();
-        evidence.stopped = self.stopped(node, &self.values, cfg, level);
+        evidence.stopped = self.stopped((node, false), &self.values, cfg, level);
+        evidence.gpu_stopped = self.stopped((node, true), &self.values, cfg, level);
         evidence.xid = self.xid_reading(node, &self.values, cfg);
         evidence
     }
@@ -691,25 +707,32 @@ impl Job {
             |i, e| self.drain_part(node, (i, e), &self.called_values, references[i], cfg),
         );
         let level = |i: usize| references[i].map(|(level, ..)| level);
-        evidence.stopped = self.stopped(node, &self.called_values, cfg, level);
+        evidence.stopped = self.stopped((node, false), &self.called_values, cfg, level);
+        evidence.gpu_stopped = self.stopped((node, true), &self.called_values, cfg, level);
         evidence.xid = self.xid_reading(node, &self.called_values, cfg);
         judged.then_some(evidence)
     }
 
-    /// Whether `node` stopped: its `stopped_metric` in `values` (this
-    /// step's, by metric and node) is below `stopped_fraction` of the
-    /// others' level (`level_of(i)` for the `i`th learned metric).
+    /// Whether `node` stopped, or one of its GPUs did: its `stopped_metric`
+    /// (its `stopped_gpu_metric` when `gpu`) in `values` (this step's, by
+    /// metric and node) is below `stopped_fraction` of the others' level
+    /// (`level_of(i)` for the `i`th learned metric).
     fn stopped(
         &self,
-        node: usize,
+        (node, gpu): (usize, bool),
         values: &[f64],
         cfg: &WatchSettings,
         level_of: impl Fn(usize) -> Option<f64>,
     ) -> bool {
         let nodes = self.nodes.len();
+        let name = if gpu {
+            &cfg.stopped_gpu_metric
+        } else {
+            &cfg.stopped_metric
+        };
         self.learned_metrics()
             .enumerate()
-            .find(|(_, (_, metric, _))| *metric.name == *cfg.stopped_metric)
+            .find(|(_, (_, metric, _))| *metric.name == **name)
             .and_then(|(i, (m, ..))| Some((values[m * nodes + node], level_of(i)?)))
             .is_some_and(|(value, level)| value < cfg.stopped_fraction * level)
     }
@@ -928,6 +951,7 @@ impl Job {
         let nodes = self.nodes.len();
         let mut worst: Vec<(f64, Vec<(usize, String)>)> = vec![(0.0, Vec::new()); nodes];
         let mut stopped = vec![false; nodes];
+        let mut gpu_stopped = vec![false; nodes];
         for (m, metric) in self.metrics.iter().enumerate() {
             let Some(baseline) = &metric.baseline else {
                 continue;
@@ -943,8 +967,11 @@ impl Job {
                 &mut scratch.drops,
             );
             let stops = *metric.name == *cfg.stopped_metric && cfg.stopped_fraction > 0.0;
+            let gpu_stops = *metric.name == *cfg.stopped_gpu_metric && cfg.stopped_fraction > 0.0;
             for &(node, ratio) in &scratch.drops {
-                stopped[node] |= stops && ratio * cfg.stopped_fraction >= 1.0;
+                let stopped_now = ratio * cfg.stopped_fraction >= 1.0;
+                stopped[node] |= stops && stopped_now;
+                gpu_stopped[node] |= gpu_stops && stopped_now;
                 worst[node].0 = worst[node].0.max(ratio);
                 worst[node]
                     .1
@@ -957,8 +984,10 @@ impl Job {
                 continue;
             }
             let since = *self.flagged_since[node].get_or_insert(end);
+            let xid = self.xid_reading(node, &self.values, cfg);
             let wait = match stopped[node] {
-                true => stop_wait_s(self.xid_reading(node, &self.values, cfg), cfg),
+                true => stop_wait_s(xid, cfg),
+                false if gpu_stopped[node] && xid == XidReading::NoHardware => None,
                 false => Some(0),
             };
             let Some(wait) = wait else { continue };
