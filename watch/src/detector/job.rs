@@ -50,18 +50,15 @@ impl Evidence {
     /// XID: its ranks may have died of the user's code.
     fn drains(&self, cfg: &WatchSettings) -> bool {
         (!self.stopped || matches!(self.xid, XidReading::Hardware(_)))
-            && !self.gpu_stopped_by_its_job()
+            && self.wait_s(cfg).is_some()
             && self.placed_own_work >= cfg.threshold
             && self.placed_score >= cfg.drain_score
     }
 
-    /// One of the node's GPUs stopped, and its fresh XID gauge names no
-    /// hardware XID: a rank stuck in the user's code idles its GPU as a
-    /// dead GPU would, and the driver says which. Without a gauge the
-    /// metrics judge it as before: one idle GPU among busy ones is no
-    /// whole node's crash.
-    fn gpu_stopped_by_its_job(&self) -> bool {
-        self.gpu_stopped && self.xid == XidReading::NoHardware
+    /// How long the node must stay stopped before it is called
+    /// ([`stop_wait_s`]); `None`: never.
+    fn wait_s(&self, cfg: &WatchSettings) -> Option<i64> {
+        stop_wait_s((self.stopped, self.gpu_stopped), self.xid, cfg)
     }
 }
 
@@ -147,16 +144,24 @@ fn steps_of(span_s: i64, cfg: &WatchSettings) -> u32 {
     u32::try_from(steps.max(1)).unwrap_or(u32::MAX)
 }
 
-/// How long a node that stopped must stay stopped before it is called,
-/// in jobs of any size. `None`: never, as its fresh XID gauge names no
-/// hardware XID, so its job stopped it there. With no gauge to say why
-/// (`Unknown`), `unexplained_stop_s`: rank 0 writing a checkpoint alone
-/// while the others wait for it looks the same for minutes.
-fn stop_wait_s(xid: XidReading, cfg: &WatchSettings) -> Option<i64> {
+/// How long a node that `stopped`, or one of whose GPUs stopped
+/// (`gpu_stopped`), must stay so before it is called, in jobs of any
+/// size. `None`: never, as its fresh XID gauge names no hardware XID, so
+/// its job stopped it there: a rank stuck in the user's code idles its
+/// GPU as a dead GPU would, and the driver says which. A stopped node with
+/// no gauge to say why (`Unknown`) waits `unexplained_stop_s`: rank 0
+/// writing a checkpoint alone while the others wait for it looks the same
+/// for minutes. One idle GPU among busy ones is no whole node's crash:
+/// without a gauge, the metrics judge it at once.
+fn stop_wait_s(
+    (stopped, gpu_stopped): (bool, bool),
+    xid: XidReading,
+    cfg: &WatchSettings,
+) -> Option<i64> {
     match xid {
-        XidReading::NoHardware => None,
-        XidReading::Unknown => Some(cfg.unexplained_stop_s),
-        XidReading::Hardware(_) => Some(0),
+        XidReading::NoHardware if stopped || gpu_stopped => None,
+        XidReading::Unknown if stopped => Some(cfg.unexplained_stop_s),
+        _ => Some(0),
     }
 }
 
@@ -519,9 +524,9 @@ impl Job {
         // A stopped node: no call yet, while the count goes on in case an
         // XID follows or the stop outlasts a checkpoint. A node one of
         // whose GPUs stopped, with no hardware XID, is not called.
-        if evidence.stopped
-            && stop_wait_s(evidence.xid, cfg).is_none_or(|wait| count < steps_of(wait, cfg))
-            || evidence.gpu_stopped_by_its_job()
+        if evidence
+            .wait_s(cfg)
+            .is_none_or(|wait| count < steps_of(wait, cfg))
         {
             return;
         }
@@ -569,8 +574,9 @@ impl Job {
             |i, e| self.drain_part(node, (i, e), &self.values, reference(i), cfg),
         );
         let level = |i: usize| step.levels.get(i).copied();
-        evidence.stopped = self.stopped((node, false), &self.values, cfg, level);
-        evidence.gpu_stopped = self.stopped((node, true), &self.values, cfg, level);
+        evidence.stopped = self.stopped((node, &cfg.stopped_metric), &self.values, cfg, level);
+        evidence.gpu_stopped =
+            self.stopped((node, &cfg.stopped_gpu_metric), &self.values, cfg, level);
         evidence.xid = self.xid_reading(node, &self.values, cfg);
         evidence
     }
@@ -707,32 +713,33 @@ impl Job {
             |i, e| self.drain_part(node, (i, e), &self.called_values, references[i], cfg),
         );
         let level = |i: usize| references[i].map(|(level, ..)| level);
-        evidence.stopped = self.stopped((node, false), &self.called_values, cfg, level);
-        evidence.gpu_stopped = self.stopped((node, true), &self.called_values, cfg, level);
+        evidence.stopped =
+            self.stopped((node, &cfg.stopped_metric), &self.called_values, cfg, level);
+        evidence.gpu_stopped = self.stopped(
+            (node, &cfg.stopped_gpu_metric),
+            &self.called_values,
+            cfg,
+            level,
+        );
         evidence.xid = self.xid_reading(node, &self.called_values, cfg);
         judged.then_some(evidence)
     }
 
-    /// Whether `node` stopped, or one of its GPUs did: its `stopped_metric`
-    /// (its `stopped_gpu_metric` when `gpu`) in `values` (this step's, by
-    /// metric and node) is below `stopped_fraction` of the others' level
+    /// Whether `node` stopped, or one of its GPUs did: its metric `name`
+    /// (`stopped_metric`, `stopped_gpu_metric`) in `values` (this step's,
+    /// by metric and node) is below `stopped_fraction` of the others' level
     /// (`level_of(i)` for the `i`th learned metric).
     fn stopped(
         &self,
-        (node, gpu): (usize, bool),
+        (node, name): (usize, &str),
         values: &[f64],
         cfg: &WatchSettings,
         level_of: impl Fn(usize) -> Option<f64>,
     ) -> bool {
         let nodes = self.nodes.len();
-        let name = if gpu {
-            &cfg.stopped_gpu_metric
-        } else {
-            &cfg.stopped_metric
-        };
         self.learned_metrics()
             .enumerate()
-            .find(|(_, (_, metric, _))| *metric.name == **name)
+            .find(|(_, (_, metric, _))| *metric.name == *name)
             .and_then(|(i, (m, ..))| Some((values[m * nodes + node], level_of(i)?)))
             .is_some_and(|(value, level)| value < cfg.stopped_fraction * level)
     }
@@ -985,12 +992,9 @@ impl Job {
             }
             let since = *self.flagged_since[node].get_or_insert(end);
             let xid = self.xid_reading(node, &self.values, cfg);
-            let wait = match stopped[node] {
-                true => stop_wait_s(xid, cfg),
-                false if gpu_stopped[node] && xid == XidReading::NoHardware => None,
-                false => Some(0),
+            let Some(wait) = stop_wait_s((stopped[node], gpu_stopped[node]), xid, cfg) else {
+                continue;
             };
-            let Some(wait) = wait else { continue };
             if end - since >= cfg.small_job_sustain_s.max(wait) {
                 metrics.sort();
                 let names = metrics.into_iter().map(|(_, n)| n).collect();
