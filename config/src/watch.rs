@@ -113,6 +113,17 @@ pub struct WatchSettings {
     /// would; such a node is judged as a stopped node (`stopped_fraction`).
     /// "": not read.
     pub stopped_gpu_metric: String,
+    /// The metric that says a node's GPUs spin without work: their memory
+    /// traffic. A rank blocked in a collective or a lock keeps its GPUs'
+    /// utilisation at 100% (NCCL's kernel waits on the GPU) while they
+    /// move no memory. Only a node that does so while its peers work is
+    /// flagged: one hung rank of a job whose nodes do not wait for each
+    /// other (an inference sweep's replica, a deadlocked worker), or a
+    /// broken link. Below `stopped_fraction` of its peers, it is reported
+    /// and never drained while its fresh XID gauge names no hardware XID:
+    /// the user's code may hang there, and a NIC's fault shows in no XID.
+    /// Without a gauge the metrics judge it as before. "": not read.
+    pub spinning_metric: String,
     /// The exporter's gauge of each node's last XID (DCGM's
     /// `DCGM_FI_DEV_XID_ERRORS`). A stopped node whose gauge turned to one
     /// of `hardware_xids` during the job may be drained; one whose fresh
@@ -208,6 +219,7 @@ impl Default for WatchSettings {
             stopped_fraction: 0.1,
             stopped_metric: "gpu_util".to_string(),
             stopped_gpu_metric: "gpu_util_min".to_string(),
+            spinning_metric: "gpu_mem_util".to_string(),
             xid_metric: "DCGM_FI_DEV_XID_ERRORS".to_string(),
             hardware_xids: HARDWARE_XIDS.to_vec(),
             unexplained_stop_s: 300,

@@ -651,6 +651,61 @@ fn a_node_one_of_whose_gpus_stops_is_not_called_when_its_fresh_xid_gauge_names_n
 }
 
 #[test]
+fn a_node_whose_gpus_spin_while_its_peers_work_is_reported_not_drained_when_its_fresh_xid_gauge_names_none(
+) {
+    // From minute 12 node 4's GPUs spin: full utilisation, no memory
+    // traffic, a quarter of the power, while the other nodes go on
+    // working. A replica of an inference sweep hung in the user's code,
+    // or one whose NVLink broke; only the driver's XID tells them apart.
+    let metrics = [
+        "gpu_util",
+        "gpu_mem_util",
+        "gpu_power",
+        "DCGM_FI_DEV_XID_ERRORS",
+    ];
+    let spinning = |xid_at_spin: f64| {
+        move |node: usize, t: i64, m: &str| match (m, node == 4 && t >= 720) {
+            ("DCGM_FI_DEV_XID_ERRORS", true) => xid_at_spin,
+            ("DCGM_FI_DEV_XID_ERRORS", false) => 0.0,
+            ("gpu_util", true) => 100.0,
+            ("gpu_mem_util", true) => 0.5,
+            ("gpu_mem_util", false) => 40.0,
+            ("gpu_power", true) => 1000.0,
+            ("gpu_power", false) => 4000.0,
+            _ => 97.0,
+        }
+    };
+    let run_on = |metrics: &[&str], config: Config, xid: f64| {
+        let got = calls_with(config, NODES, 30, 10, metrics, spinning(xid));
+        got.iter()
+            .map(|d| (d.node.clone(), d.tier))
+            .collect::<Vec<_>>()
+    };
+    let run = |config: Config, xid: f64| run_on(&metrics, config, xid);
+    let node04 = "node04".to_string();
+    let drained = [
+        (node04.clone(), Tier::Report),
+        (node04.clone(), Tier::Drain),
+    ];
+    // XID 74 on its gauge: an NVLink error hung it, and the node drains.
+    assert_eq!(run(Config::default(), 74.0), drained);
+    // A fresh gauge with no XID: the user's code may hang there, or a NIC
+    // the gauge cannot see may have failed; it is reported.
+    assert_eq!(
+        run(Config::default(), 0.0),
+        [(node04.clone(), Tier::Report)]
+    );
+    // Without the rule (`spinning_metric = ""`) the hung replica drains.
+    let unread = Config {
+        spinning_metric: String::new(),
+        ..Config::default()
+    };
+    assert_eq!(run(unread, 0.0), drained);
+    // Without a gauge the metrics judge it, as before.
+    assert_eq!(run_on(&metrics[..3], Config::default(), 0.0), drained);
+}
+
+#[test]
 fn a_node_that_stops_while_rank_0_writes_a_checkpoint_is_not_called_and_one_that_stays_stopped_is()
 {
     // No XID gauge. From minute 12 to 16 node 0 writes a checkpoint alone

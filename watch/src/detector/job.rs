@@ -34,6 +34,8 @@ struct Evidence {
     /// One of its GPUs stopped while the node's others work
     /// (`stopped_gpu_metric`).
     gpu_stopped: bool,
+    /// Its GPUs spin without work while its peers work (`spinning_metric`).
+    spinning: bool,
     /// What the node's XID gauge says (`xid_metric`).
     xid: XidReading,
 }
@@ -47,9 +49,13 @@ impl Evidence {
     /// was never learned (a gap in its warm-up, an offset that wobbled) may
     /// differ by design (a pipeline stage of its own), so it is reported;
     /// so is a node that stopped, unless its XID gauge names a hardware
-    /// XID: its ranks may have died of the user's code.
+    /// XID: its ranks may have died of the user's code; and a node whose
+    /// GPUs spin while its fresh gauge names no hardware XID: the user's
+    /// code may hang there, and a dead link the gauge cannot see (a NIC's)
+    /// is still reported.
     fn drains(&self, cfg: &WatchSettings) -> bool {
         (!self.stopped || matches!(self.xid, XidReading::Hardware(_)))
+            && !(self.spinning && self.xid == XidReading::NoHardware)
             && self.wait_s(cfg).is_some()
             && self.placed_own_work >= cfg.threshold
             && self.placed_score >= cfg.drain_score
@@ -577,6 +583,7 @@ impl Job {
         evidence.stopped = self.stopped((node, &cfg.stopped_metric), &self.values, cfg, level);
         evidence.gpu_stopped =
             self.stopped((node, &cfg.stopped_gpu_metric), &self.values, cfg, level);
+        evidence.spinning = self.stopped((node, &cfg.spinning_metric), &self.values, cfg, level);
         evidence.xid = self.xid_reading(node, &self.values, cfg);
         evidence
     }
@@ -721,12 +728,19 @@ impl Job {
             cfg,
             level,
         );
+        evidence.spinning = self.stopped(
+            (node, &cfg.spinning_metric),
+            &self.called_values,
+            cfg,
+            level,
+        );
         evidence.xid = self.xid_reading(node, &self.called_values, cfg);
         judged.then_some(evidence)
     }
 
     /// Whether `node` stopped, or one of its GPUs did: its metric `name`
-    /// (`stopped_metric`, `stopped_gpu_metric`) in `values` (this step's,
+    /// (`stopped_metric`, `stopped_gpu_metric`), or its GPUs spin without
+    /// work (`spinning_metric`): that metric in `values` (this step's,
     /// by metric and node) is below `stopped_fraction` of the others' level
     /// (`level_of(i)` for the `i`th learned metric).
     fn stopped(
@@ -959,6 +973,7 @@ impl Job {
         let mut worst: Vec<(f64, Vec<(usize, String)>)> = vec![(0.0, Vec::new()); nodes];
         let mut stopped = vec![false; nodes];
         let mut gpu_stopped = vec![false; nodes];
+        let mut spinning = vec![false; nodes];
         for (m, metric) in self.metrics.iter().enumerate() {
             let Some(baseline) = &metric.baseline else {
                 continue;
@@ -975,10 +990,12 @@ impl Job {
             );
             let stops = *metric.name == *cfg.stopped_metric && cfg.stopped_fraction > 0.0;
             let gpu_stops = *metric.name == *cfg.stopped_gpu_metric && cfg.stopped_fraction > 0.0;
+            let spins = *metric.name == *cfg.spinning_metric && cfg.stopped_fraction > 0.0;
             for &(node, ratio) in &scratch.drops {
                 let stopped_now = ratio * cfg.stopped_fraction >= 1.0;
                 stopped[node] |= stops && stopped_now;
                 gpu_stopped[node] |= gpu_stops && stopped_now;
+                spinning[node] |= spins && stopped_now;
                 worst[node].0 = worst[node].0.max(ratio);
                 worst[node]
                     .1
@@ -998,11 +1015,13 @@ impl Job {
             if end - since >= cfg.small_job_sustain_s.max(wait) {
                 metrics.sort();
                 let names = metrics.into_iter().map(|(_, n)| n).collect();
-                let tier = if cfg.small_job_drain_ratio.is_some_and(|bar| ratio >= bar) {
-                    Tier::Drain
-                } else {
-                    Tier::Report
-                };
+                let hung_in_code = spinning[node] && xid == XidReading::NoHardware;
+                let tier =
+                    if !hung_in_code && cfg.small_job_drain_ratio.is_some_and(|bar| ratio >= bar) {
+                        Tier::Drain
+                    } else {
+                        Tier::Report
+                    };
                 self.call(node, trigger, (names, ratio, tier), out);
             }
         }
