@@ -376,6 +376,49 @@ fn a_node_that_ran_above_its_pipeline_stage_and_falls_to_its_stages_level_is_rep
 }
 
 #[test]
+fn a_node_that_falls_to_where_the_typical_node_worked_in_the_warm_up_while_its_peers_rise_is_reported_not_drained(
+) {
+    // An RL job: node 0 trains (the learner), the others generate
+    // rollouts, which keeps their GPUs less busy. At minute 15 the roles
+    // swap: node 0 now works as the others did through the warm-up, and
+    // they as node 0 did. Node 0 left its place and does less than the
+    // typical node now, as a throttled node would, but no less than the
+    // typical node did when the job was learned: reported only.
+    let role = |learner: bool| {
+        if learner {
+            (97.0, 4000.0)
+        } else {
+            (80.0, 3000.0)
+        }
+    };
+    let swaps = |node: usize, t: i64, m: &str| {
+        let (util, power) = role((node == 0) != (t >= 900));
+        if m == "gpu_util" {
+            util
+        } else {
+            power
+        }
+    };
+    let got = calls(40, &["gpu_util", "gpu_power"], swaps);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node00", Tier::Report)], "{got:?}");
+    // The same node falling below where the typical node worked then is
+    // drained.
+    let falls = |node: usize, t: i64, m: &str| match (node, t >= 900, m) {
+        (0, true, "gpu_util") => 55.0,
+        (0, true, _) => 2000.0,
+        _ => swaps(node, t, m),
+    };
+    let got = calls(40, &["gpu_util", "gpu_power"], falls);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node00", Tier::Report), ("node00", Tier::Drain)],
+        "{got:?}"
+    );
+}
+
+#[test]
 fn a_node_whose_role_shows_only_once_a_long_start_up_is_over_is_learned_in_training_not_called() {
     // Seven minutes of model loading and compiling (every node's GPUs in
     // bursts, together), then training, in which node 3 (a reward server)

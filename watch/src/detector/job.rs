@@ -798,6 +798,7 @@ impl Job {
         e.min(peers::weigh_against_group(
             rule, node, value, reference, cfg, group,
         ))
+        .min(peers::weigh_against_warmup(rule, value, reference.2, cfg))
     }
 
     /// What the evidence against `node` says, metric by metric: `evidence(i)`

@@ -180,6 +180,26 @@ pub fn weigh_against_group(
     })
 }
 
+/// The weighed evidence against `node` on a metric that falls with a
+/// fault, judged against where the job's typical node sat in the warm-up:
+/// none while it does as much as that node did then. Its peers doing more
+/// than they were learned to do is no fault of this node: an RL job whose
+/// learner and rollout groups swap lifts the many as it lowers the few,
+/// while a broken node slows a synchronous job's peers, or leaves them
+/// alone. Unlimited (infinite) for other metrics.
+pub fn weigh_against_warmup(
+    (rule, baseline): (&MetricRule, &MetricBaseline),
+    value: f64,
+    spread: f64,
+    cfg: &WatchSettings,
+) -> f64 {
+    if rule.direction != Direction::Falls {
+        return f64::INFINITY;
+    }
+    let at = log_ratio(value, baseline.level, baseline.floor) - baseline.typical(baseline.level);
+    rule.evidence(at / spread, cfg.evidence_z)
+}
+
 /// The job's level, the median residual and the spread of one metric among
 /// the nodes present (at least [`MIN_REFERENCE_PEERS`]): what a node set
 /// aside is judged against.
@@ -330,6 +350,26 @@ mod tests {
         // Nodes 0-2 are 5% slow for life: no stage, no limit.
         let slow = vec![95.0, 95.0, 95.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0];
         assert_eq!(judge(slow, 90.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn a_node_that_works_as_the_typical_node_did_in_the_warm_up_has_nothing_against_it_whatever_its_peers_do(
+    ) {
+        let cfg = WatchSettings::default();
+        let rule = MetricRule::of("gpu_util", &cfg);
+        // One learner at 97, eight rollout workers at 80.
+        let mut warm_up = vec![80.0; 9];
+        warm_up[0] = 97.0;
+        let b = MetricBaseline::learn(&vec![warm_up; 6], 0.05).unwrap();
+        let judge = |now: f64| weigh_against_warmup((&rule, &b), now, 0.02, &cfg);
+        assert_eq!(judge(80.0), 0.0, "where the typical node worked");
+        assert!(judge(60.0) > 10.0, "below it");
+        // A metric that rises with a fault is not limited.
+        let pauses = MetricRule::of("pfc_pause", &cfg);
+        assert_eq!(
+            weigh_against_warmup((&pauses, &b), 80.0, 0.02, &cfg),
+            f64::INFINITY
+        );
     }
 
     #[test]
