@@ -17,7 +17,7 @@
 //! 3 min), colocated RL 8 (all nodes generate, long-tail nodes idle, then
 //! train), disaggregated RL 8 (rollout nodes decode; learners train then wait
 //! for the slowest rollout), inference sweeps 12 (independent replicas),
-//! hyper-parameter sweeps 8 (3-6 jobs of 1-2 nodes each), elastic 6 (loses a
+//! hyper-parameter sweeps 4 (3-6 jobs of 1-2 nodes each), elastic 6 (loses a
 //! node, re-rendezvous, gains one). Synchronous jobs share one step time:
 //! the slowest node's compute plus communication slowed by the worst link;
 //! the others spin in NCCL (util stays, power and traffic fall).
@@ -34,9 +34,11 @@
 //! missing metrics 35%; unknown extra metrics 30%; requeue 12% (silent
 //! 3-10 min, restart, 40% with one node replaced); stale XID 13/31/43/45
 //! from an earlier tenant 12%. Site events hit every job on their hosts:
-//! 1-2 power caps (2-5 racks, 10-25%, 10-30 min), one NVL72 rack's cooling
-//! event, 1-3 leaf congestions (PFC, CNP, a few % slower), a flapping spine
-//! link (a quarter of the leaves, 20 s dips every 90 s). Labels start with
+//! 1-2 power caps (2-4 racks of a row, 10-25%, 10-30 min), one NVL72
+//! rack's cooling event, 1-3 leaf congestions (PFC, CNP, a few % slower), a
+//! flapping spine link (a quarter of the leaves, 20 s dips every 90 s), all
+//! placed where jobs run; and an NVLink error of another tenant's tray in an
+//! NVL72 rack degrades the whole domain (`site_nvlink_domain_error`). Labels start with
 //! `job:` for the job kind, `site_` for site events, `user_` for user errors.
 //!
 //! # User errors (`user_share`, default 30% of jobs; healthy hardware)
@@ -159,7 +161,6 @@ pub fn generate(spec: &IndependentSpec, out: &mut impl Write) -> io::Result<Vec<
 fn draw(spec: &IndependentSpec) -> (Site, Vec<Plan>) {
     let mut rng = Rng::new(spec.seed);
     let mut site = Site::new(&mut rng);
-    site.draw_events(&mut rng, T0, spec.window_s + 3600);
     let plans = jobs::draw_all(&mut rng, &mut site, spec, T0);
     (site, plans)
 }

@@ -261,6 +261,7 @@ pub fn label_site(site: &Site, p: &mut Plan) {
                 SiteKind::Cooling => "site_rack_cooling",
                 SiteKind::Congestion => "site_leaf_congestion",
                 SiteKind::SpineFlap => "site_spine_flap",
+                SiteKind::NvlDomain => "site_nvlink_domain_error",
             });
         }
     }

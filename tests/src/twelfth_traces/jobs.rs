@@ -3,7 +3,7 @@
 
 use super::plan::{self, Kind, Plan};
 use super::rng::Rng;
-use super::site::Site;
+use super::site::{Hw, Site, SiteEvent, SiteKind};
 use super::{confounders, faults, users, IndependentSpec};
 
 /// A job's shape before it is placed: (kind, nodes, start, duration, sweep id).
@@ -17,7 +17,7 @@ const KINDS: [(Kind, f64); 8] = [
     (Kind::RlColo, 8.0),
     (Kind::RlDisagg, 8.0),
     (Kind::Inference, 12.0),
-    (Kind::Sweep, 8.0),
+    (Kind::Sweep, 4.0),
     (Kind::Elastic, 6.0),
 ];
 
@@ -45,6 +45,13 @@ fn shapes(rng: &mut Rng, spec: &IndependentSpec, t0: i64) -> Vec<Shape> {
                 rng.int(1800, 7200)
             };
             out.push((kind, plan::draw_nodes(rng, kind), s, dur));
+        }
+    }
+    // A few large jobs every time (at least two of 64+ nodes) before the cap.
+    while out.iter().filter(|s| s.1 >= 64).count() < 2 && out.iter().any(|s| s.0 != Kind::Sweep) {
+        let k = rng.int(0, out.len() as i64 - 1) as usize;
+        if out[k].0 != Kind::Sweep {
+            out[k].1 = *rng.pick(&[64, 128, 256]);
         }
     }
     cap_rows(&mut out, spec.max_rows);
@@ -87,12 +94,38 @@ pub fn draw_all(rng: &mut Rng, site: &mut Site, spec: &IndependentSpec, t0: i64)
         confounders::draw(rng, site, p);
         if faulty.contains(&k) {
             faults::plant(rng, p);
+            nvlink_domain(site, p);
         } else if user.contains(&k) {
             users::plant(rng, p, bad.contains(&k));
         }
+    }
+    let used: Vec<usize> = plans.iter().flat_map(|p| p.hosts.iter().copied()).collect();
+    site.draw_events(rng, t0, spec.window_s + 3600, &used);
+    // After every fault is planted: a job may be hit by a later job's fault.
+    for p in plans.iter_mut() {
         confounders::label_site(site, p);
     }
     plans
+}
+
+/// An NVLink error on a GB200 tray degrades its whole NVL72 domain, other
+/// tenants' trays in that rack included, until the rack is serviced.
+fn nvlink_domain(site: &mut Site, p: &Plan) {
+    let Some(f) = p
+        .fault
+        .as_ref()
+        .filter(|f| f.kind == faults::FaultKind::NvLink && p.hw == Hw::Gb200)
+    else {
+        return;
+    };
+    site.events.push(SiteEvent {
+        kind: SiteKind::NvlDomain,
+        scope: vec![site.hosts[p.hosts[f.node]].rack],
+        t0: f.onset,
+        t1: f.onset + 3600,
+        x: 0.15 + 0.1 * (f.x - 1.0),
+        owner: Some(p.id.clone()),
+    });
 }
 
 /// Chooses the faulty jobs (at least 2 nodes), the user-error jobs (from

@@ -230,7 +230,11 @@ impl<'a> Sim<'a> {
     fn site_fx(&self, i: usize, t: i64, fx: &mut Fx) {
         let host = &self.site.hosts[self.p.hosts[i]];
         for e in &self.site.events {
-            if t < e.t0 || t >= e.t1 || !e.touches(host) {
+            if t < e.t0
+                || t >= e.t1
+                || !e.touches(host)
+                || e.owner.as_deref() == Some(self.p.id.as_str())
+            {
                 continue;
             }
             match e.kind {
@@ -255,6 +259,10 @@ impl<'a> Sim<'a> {
                     fx.cnp += 300.0 * e.x;
                 }
                 SiteKind::SpineFlap => {}
+                SiteKind::NvlDomain => {
+                    fx.nvlf *= 1.0 - e.x;
+                    fx.comm *= 1.0 + 0.5 * e.x;
+                }
             }
         }
     }

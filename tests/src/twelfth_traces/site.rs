@@ -80,6 +80,9 @@ pub enum SiteKind {
     Congestion,
     /// A flapping spine link: short job-wide network dips.
     SpineFlap,
+    /// An NVLink error (XID 74) on a tray of another job in this NVL72
+    /// rack: the whole NVLink domain's traffic suffers until it is reset.
+    NvlDomain,
 }
 
 #[derive(Debug, Clone)]
@@ -90,12 +93,16 @@ pub struct SiteEvent {
     pub t0: i64,
     pub t1: i64,
     pub x: f64,
+    /// The job whose fault caused it (its own nodes feel the fault itself).
+    pub owner: Option<String>,
 }
 
 impl SiteEvent {
     pub fn touches(&self, h: &Host) -> bool {
         match self.kind {
-            SiteKind::PowerCap | SiteKind::Cooling => self.scope.contains(&h.rack),
+            SiteKind::PowerCap | SiteKind::Cooling | SiteKind::NvlDomain => {
+                self.scope.contains(&h.rack)
+            }
             SiteKind::Congestion | SiteKind::SpineFlap => self.scope.contains(&h.leaf),
         }
     }
@@ -182,44 +189,58 @@ impl Site {
             .collect()
     }
 
-    /// Draws the site-wide events over the generation window.
-    pub fn draw_events(&mut self, rng: &mut Rng, t0: i64, span: i64) {
-        let racks_total = GB_RACKS + B200_NODES / 4 + H100_NODES / 4;
+    /// Draws the site-wide events over the generation window; they fall
+    /// where jobs run (`used`: hosts in use), as a real event would matter.
+    pub fn draw_events(&mut self, rng: &mut Rng, t0: i64, span: i64, used: &[usize]) {
+        let pick = |rng: &mut Rng| self.hosts[*rng.pick(used)].clone();
+        let mut events = Vec::new();
         for _ in 0..rng.int(1, 2) {
-            let first = rng.int(0, racks_total as i64 - 6) as usize;
-            let scope = (first..first + rng.int(2, 5) as usize).collect();
+            // Demand response caps a few racks of one row (8 racks a row).
+            let first = pick(rng).rack / 8 * 8 + rng.int(0, 4) as usize;
+            let scope = (first..first + rng.int(2, 4) as usize).collect();
             let s = t0 + rng.int(600, span);
-            let x = rng.range(0.10, 0.25);
-            self.events.push(SiteEvent {
+            let t1 = s + rng.int(600, 1800);
+            events.push(SiteEvent {
                 kind: SiteKind::PowerCap,
                 scope,
                 t0: s,
-                t1: s + rng.int(600, 1800),
-                x,
+                t1,
+                x: rng.range(0.10, 0.25),
+                owner: None,
             });
         }
-        let s = t0 + rng.int(300, span);
-        let rack = rng.int(0, GB_RACKS as i64 - 1) as usize;
-        let x = rng.range(0.12, 0.30);
-        self.events.push(SiteEvent {
-            kind: SiteKind::Cooling,
-            scope: vec![rack],
-            t0: s,
-            t1: s + rng.int(600, 1500),
-            x,
-        });
+        let gb: Vec<usize> = used
+            .iter()
+            .copied()
+            .filter(|&h| self.hosts[h].rack < GB_RACKS)
+            .collect();
+        if !gb.is_empty() {
+            let s = t0 + rng.int(300, span);
+            let rack = self.hosts[*rng.pick(&gb)].rack;
+            let t1 = s + rng.int(600, 1500);
+            events.push(SiteEvent {
+                kind: SiteKind::Cooling,
+                scope: vec![rack],
+                t0: s,
+                t1,
+                x: rng.range(0.12, 0.30),
+                owner: None,
+            });
+        }
         for _ in 0..rng.int(1, 3) {
             let s = t0 + rng.int(0, span);
-            let leaf = rng.int(0, 54) as usize;
-            let x = rng.range(0.02, 0.07);
-            self.events.push(SiteEvent {
+            let leaf = pick(rng).leaf;
+            let t1 = s + rng.int(600, 2400);
+            events.push(SiteEvent {
                 kind: SiteKind::Congestion,
                 scope: vec![leaf],
                 t0: s,
-                t1: s + rng.int(600, 2400),
-                x,
+                t1,
+                x: rng.range(0.02, 0.07),
+                owner: None,
             });
         }
+        self.events.extend(events);
         // A spine link carries the cross-leaf traffic of a quarter of the leaves.
         let s = t0 + rng.int(0, span);
         let scope = (0..55).filter(|_| rng.chance(0.25)).collect();
@@ -229,6 +250,7 @@ impl Site {
             t0: s,
             t1: s + rng.int(300, 1200),
             x: rng.range(0.1, 0.4),
+            owner: None,
         });
     }
 }

@@ -362,6 +362,21 @@ fn size_report() {
     let sizes: Vec<usize> = truth.iter().map(|j| j.nodes.len()).collect();
     eprintln!("nodes per job: {sizes:?}");
     eprintln!("{}", score(&truth, &[]));
+    let mut labels: BTreeMap<String, usize> = BTreeMap::new();
+    for seed in 2..=6 {
+        let started = std::time::Instant::now();
+        let (csv, truth) = bytes(&IndependentSpec::new(seed));
+        let rows = csv.iter().filter(|&&b| b == b'\n').count() - 1;
+        eprintln!(
+            "seed {seed}: {rows} rows, {} bytes in {:?}",
+            csv.len(),
+            started.elapsed()
+        );
+        for c in truth.iter().flat_map(|j| &j.confounders) {
+            *labels.entry(c.clone()).or_default() += 1;
+        }
+    }
+    eprintln!("labels over seeds 2-6: {labels:?}");
     // To look at the rows: TWELFTH_OUT=/tmp/seed1.csv cargo test ... size_report.
     if let Ok(path) = std::env::var("TWELFTH_OUT") {
         std::fs::write(&path, &csv).expect("writes the CSV");
