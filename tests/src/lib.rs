@@ -45,6 +45,11 @@
 //!   the detector's tuning (issue 45): a shared H100/H200 site's job mix
 //!   (3D, FSDP, MoE, multimodal, RL, inference), user errors, site-wide
 //!   confounders and Minder's fault mix, and its scorer.
+//! * [`twelfth_traces`]: a twelfth generator of such traces, held out from
+//!   the detector's tuning (issue 45): a 2026 neo-cloud of GB200 NVL72, B200
+//!   and H100 nodes, its tenants' job mix (3D, FSDP, MoE, both RL forms,
+//!   inference and hyper-parameter sweeps, elastic), confounders, user errors
+//!   and Minder's fault mix, and its scorer with a drain tier.
 //! * [`sampler_node`]: a node as the node sampler reads it, counters growing.
 
 pub mod blind_traces;
@@ -69,6 +74,7 @@ pub mod sixth_traces;
 pub mod slurm_root;
 pub mod spank;
 pub mod tenth_traces;
+pub mod twelfth_traces;
 
 use std::path::PathBuf;
 
