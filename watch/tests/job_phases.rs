@@ -617,14 +617,15 @@ fn a_stopped_node_is_drained_when_its_xid_gauge_names_a_dead_gpu_and_not_called_
     };
     let node04 = "node04".to_string();
     // XID 79: the GPU fell off the bus. The metrics found the node; the
-    // driver says it is the hardware.
-    assert_eq!(
-        run(79.0),
-        [
-            (node04.clone(), Tier::Report),
-            (node04.clone(), Tier::Drain)
-        ]
-    );
+    // driver says it is the hardware, so it is drained at once.
+    assert_eq!(run(79.0), [(node04.clone(), Tier::Drain)]);
+    // Within a minute: torchrun's agent may kill the job 90 s after a
+    // rank dies, and the node is drained before its rows stop at 14
+    // minutes, where `continuity_steps` alone would wait 3.
+    let got = calls(14, &metrics, hang(79.0));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].node.as_str(), got[0].tier), ("node04", Tier::Drain));
+    assert!(got[0].detected_at - (START + 720) <= 60, "{got:?}");
     // No new XID, or an application's (43: the GPU stopped processing
     // the user's work): the job stopped itself there.
     assert_eq!(run(0.0), []);
@@ -671,13 +672,11 @@ fn a_node_one_of_whose_gpus_stops_is_not_called_when_its_fresh_xid_gauge_names_n
     };
     let run = |config: Config, xid: f64| run_on(&metrics, config, xid);
     let node04 = "node04".to_string();
-    // XID 79 on its gauge: the GPU fell off the bus, and the node drains.
+    // XID 79 on its gauge: the GPU fell off the bus, and the node drains
+    // at once.
     assert_eq!(
         run(Config::default(), 79.0),
-        [
-            (node04.clone(), Tier::Report),
-            (node04.clone(), Tier::Drain)
-        ]
+        [(node04.clone(), Tier::Drain)]
     );
     // A fresh gauge with no XID: the user's rank stopped there.
     assert_eq!(run(Config::default(), 0.0), []);
@@ -730,8 +729,12 @@ fn a_node_whose_gpus_spin_while_its_peers_work_is_reported_not_drained_when_its_
         (node04.clone(), Tier::Report),
         (node04.clone(), Tier::Drain),
     ];
-    // XID 74 on its gauge: an NVLink error hung it, and the node drains.
-    assert_eq!(run(Config::default(), 74.0), drained);
+    // XID 74 on its gauge: an NVLink error hung it, and the node drains
+    // at once.
+    assert_eq!(
+        run(Config::default(), 74.0),
+        [(node04.clone(), Tier::Drain)]
+    );
     // A fresh gauge with no XID: the user's code may hang there, or a NIC
     // the gauge cannot see may have failed; it is reported.
     assert_eq!(

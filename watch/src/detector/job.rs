@@ -61,6 +61,13 @@ impl Evidence {
             && self.placed_score >= cfg.drain_score
     }
 
+    /// The node stopped, or one of its GPUs did, or its GPUs spin, and
+    /// its XID gauge names a hardware XID: the driver has said what broke.
+    fn driver_named(&self) -> bool {
+        (self.stopped || self.gpu_stopped || self.spinning)
+            && matches!(self.xid, XidReading::Hardware(_))
+    }
+
     /// How long the node must stay stopped before it is called
     /// ([`stop_wait_s`]); `None`: never.
     fn wait_s(&self, cfg: &WatchSettings) -> Option<i64> {
@@ -143,6 +150,13 @@ const RESTART_GAP_S: i64 = 120;
 /// (`1 / DRAIN_GROUP_SHARE`, at least one other) were learned to do by
 /// design: pipelines run up to 8 stages.
 const DRAIN_GROUP_SHARE: usize = 8;
+
+/// Steps in a row a node whose driver named its hardware
+/// ([`Evidence::driver_named`]) must stand alone before it is called and
+/// drained at once: torchrun's agent may kill the job 90 s after a rank
+/// dies, long before `continuity_steps`, and no role of the job's raises
+/// a hardware XID.
+const DRIVER_NAMED_STEPS: u32 = 3;
 
 /// The steps of `interval_s` that `span_s` takes, at least one.
 fn steps_of(span_s: i64, cfg: &WatchSettings) -> u32 {
@@ -506,7 +520,7 @@ impl Job {
             _ => 1,
         };
         self.candidate = Some((candidate.node, count));
-        if count < cfg.continuity_steps {
+        if count < cfg.continuity_steps.min(DRIVER_NAMED_STEPS) {
             return;
         }
         self.call_if_due(candidate, count, trigger, cfg, &scratch.peers, out);
@@ -516,7 +530,8 @@ impl Job {
     /// in a row, when its evidence at this `step` makes a call: a stopped
     /// node waits (`stop_wait_s`), and the network's counters alone wait
     /// `fabric_only_steps`. The call is reported, or drained at once when
-    /// `drain_after_s` is 0 and it clears the drain bar.
+    /// it clears the drain bar and `drain_after_s` is 0 or the driver named
+    /// its hardware, which needs no `continuity_steps` either.
     fn call_if_due(
         &mut self,
         candidate: peers::Candidate,
@@ -527,6 +542,10 @@ impl Job {
         out: &mut Vec<Detection>,
     ) {
         let evidence = self.evidence_at_step(candidate.node, cfg, step);
+        let driver_named = evidence.driver_named();
+        if count < cfg.continuity_steps && !driver_named {
+            return;
+        }
         // A stopped node: no call yet, while the count goes on in case an
         // XID follows or the stop outlasts a checkpoint. A node one of
         // whose GPUs stopped, with no hardware XID, is not called.
@@ -548,7 +567,7 @@ impl Job {
             return;
         }
         let drains = evidence.drains(cfg);
-        let tier = if drains && cfg.drain_after_s <= 0 {
+        let tier = if drains && (cfg.drain_after_s <= 0 || driver_named) {
             Tier::Drain
         } else {
             self.held_bar[candidate.node] = Some(u32::from(drains));
