@@ -599,11 +599,7 @@ impl Job {
             |i, e| self.drain_part(node, (i, e), &self.values, reference(i), cfg),
         );
         let level = |i: usize| step.levels.get(i).copied();
-        evidence.stopped = self.stopped((node, &cfg.stopped_metric), &self.values, cfg, level);
-        evidence.gpu_stopped =
-            self.stopped((node, &cfg.stopped_gpu_metric), &self.values, cfg, level);
-        evidence.spinning = self.stopped((node, &cfg.spinning_metric), &self.values, cfg, level);
-        evidence.xid = self.xid_reading(node, &self.values, cfg);
+        self.note_stops(node, &self.values, cfg, level, &mut evidence);
         evidence
     }
 
@@ -739,22 +735,27 @@ impl Job {
             |i, e| self.drain_part(node, (i, e), &self.called_values, references[i], cfg),
         );
         let level = |i: usize| references[i].map(|(level, ..)| level);
-        evidence.stopped =
-            self.stopped((node, &cfg.stopped_metric), &self.called_values, cfg, level);
-        evidence.gpu_stopped = self.stopped(
-            (node, &cfg.stopped_gpu_metric),
-            &self.called_values,
-            cfg,
-            level,
-        );
-        evidence.spinning = self.stopped(
-            (node, &cfg.spinning_metric),
-            &self.called_values,
-            cfg,
-            level,
-        );
-        evidence.xid = self.xid_reading(node, &self.called_values, cfg);
+        self.note_stops(node, &self.called_values, cfg, level, &mut evidence);
         judged.then_some(evidence)
+    }
+
+    /// Notes in `evidence` whether `node` stopped, one of its GPUs did or
+    /// its GPUs spin ([`Job::stopped`]), and what its XID gauge says, from
+    /// this step's `values` (by metric and node) and the others' level of
+    /// the `i`th learned metric (`level_of(i)`).
+    fn note_stops(
+        &self,
+        node: usize,
+        values: &[f64],
+        cfg: &WatchSettings,
+        level_of: impl Fn(usize) -> Option<f64>,
+        evidence: &mut Evidence,
+    ) {
+        let stopped = |name: &str| self.stopped((node, name), values, cfg, &level_of);
+        evidence.stopped = stopped(&cfg.stopped_metric);
+        evidence.gpu_stopped = stopped(&cfg.stopped_gpu_metric);
+        evidence.spinning = stopped(&cfg.spinning_metric);
+        evidence.xid = self.xid_reading(node, values, cfg);
     }
 
     /// Whether `node` stopped, or one of its GPUs did: its metric `name`

@@ -180,8 +180,9 @@ pub fn weigh_against_group(
     })
 }
 
-/// The weighed evidence against `node` on a metric that falls with a
-/// fault, judged against where the job's typical node sat in the warm-up:
+/// The weighed evidence against a node whose value is `value`, on a
+/// metric that falls with a fault, judged against where the job's typical
+/// node sat in the warm-up:
 /// none while it does as much as that node did then. Its peers doing more
 /// than they were learned to do is no fault of this node: an RL job whose
 /// learner and rollout groups swap lifts the many as it lowers the few,
