@@ -752,6 +752,41 @@ fn a_node_whose_gpus_spin_while_its_peers_work_is_reported_not_drained_when_its_
 }
 
 #[test]
+fn a_reported_node_is_drained_within_a_minute_once_its_xid_gauge_names_the_hardware() {
+    // As above, node 4's GPUs spin from minute 12 with a clean gauge, so
+    // it is reported; at minute 20 the driver logs XID 74 for the NVLink
+    // that hung it. The drain must not wait `drain_after_s` again: the
+    // job may be killed before that.
+    let metrics = [
+        "gpu_util",
+        "gpu_mem_util",
+        "gpu_power",
+        "DCGM_FI_DEV_XID_ERRORS",
+    ];
+    let xid_at = 1200;
+    let got = calls(30, &metrics, |node, t, m| {
+        match (m, node == 4 && t >= 720) {
+            ("DCGM_FI_DEV_XID_ERRORS", true) if t >= xid_at => 74.0,
+            ("DCGM_FI_DEV_XID_ERRORS", _) => 0.0,
+            ("gpu_util", true) => 100.0,
+            ("gpu_mem_util", true) => 0.5,
+            ("gpu_mem_util", false) => 40.0,
+            ("gpu_power", true) => 1000.0,
+            ("gpu_power", false) => 4000.0,
+            _ => 97.0,
+        }
+    });
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(
+        called,
+        [("node04", Tier::Report), ("node04", Tier::Drain)],
+        "{got:?}"
+    );
+    assert!(got[0].detected_at < START + xid_at, "{got:?}");
+    assert!(got[1].detected_at - (START + xid_at) <= 60, "{got:?}");
+}
+
+#[test]
 fn a_node_that_stops_while_rank_0_writes_a_checkpoint_is_not_called_and_one_that_stays_stopped_is()
 {
     // No XID gauge. From minute 12 to 16 node 0 writes a checkpoint alone

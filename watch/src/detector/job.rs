@@ -660,7 +660,14 @@ impl Job {
         } else {
             0
         };
-        if !alone || i64::from(held) < steps(self.drain_span(node, cfg)) + again {
+        // The driver has named the hardware since the report: no role of
+        // the job's raises a hardware XID, and torchrun may soon kill it.
+        let due = if evidence.driver_named() {
+            1
+        } else {
+            steps(self.drain_span(node, cfg)) + again
+        };
+        if !alone || i64::from(held) < due {
             return false;
         }
         let score = evidence.combined;
