@@ -152,6 +152,7 @@ pub fn short_metric(metric: &str) -> &str {
         "cpu_util" => "cpu",
         "mem_used" => "mem",
         "disk_io" => "disk",
+        "DCGM_FI_DEV_XID_ERRORS" => "xid",
         other => {
             let mut end = other.len().min(4);
             while !other.is_char_boundary(end) {
@@ -306,6 +307,7 @@ mod tests {
             (outlier(job, "gpu_util_min"), vec![job, "gmin"]),
             (outlier(job, "ib_rx"), vec![job, "ibrx"]),
             (outlier(job, "gpu_power"), vec![job, "pwr"]),
+            (outlier(job, "DCGM_FI_DEV_XID_ERRORS"), vec![job, "xid"]),
             (outlier(job, "some_exporter_metric"), vec![job, "some"]),
             (healthcheck(&[cause("XID_79", "gpu3")]), vec!["XID_79 gpu3"]),
             (

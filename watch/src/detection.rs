@@ -20,7 +20,9 @@ pub struct Detection {
     pub metrics: Vec<String>,
     /// How far out the node was at the call: its combined distance from its
     /// peers in robust deviations (jobs of 4+ nodes), or how many times lower
-    /// than its nearest peer it sat (jobs of 2 or 3 nodes).
+    /// than its nearest peer it sat (jobs of 2 or 3 nodes); 0 where the
+    /// whole job stalled and the node's XID gauge named it, which sets no
+    /// node apart by its metrics.
     pub score: f64,
     /// What the call is acted on with: `drain` once the node held the
     /// high-confidence bar (`[watch] drain_score` for `drain_after_s`,

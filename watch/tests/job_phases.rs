@@ -787,6 +787,44 @@ fn a_reported_node_is_drained_within_a_minute_once_its_xid_gauge_names_the_hardw
 }
 
 #[test]
+fn a_job_that_stalls_as_one_nodes_driver_names_its_hardware_drains_that_node_within_a_minute() {
+    // From minute 12 the whole job hangs: node 4's rank hung on an
+    // uncontained ECC error and the others wait for it in the collective.
+    // Every node spins alike, at full utilisation and under half the
+    // power; only node 4's XID gauge says why.
+    let metrics = ["gpu_util", "gpu_power", "DCGM_FI_DEV_XID_ERRORS"];
+    let stall_at = 720;
+    let run = |xid_of: &dyn Fn(usize, i64) -> f64| {
+        calls(30, &metrics, |node, t, m| match m {
+            "DCGM_FI_DEV_XID_ERRORS" => xid_of(node, t),
+            "gpu_power" if t >= stall_at => 1900.0,
+            "gpu_power" => 4400.0,
+            _ => 97.0,
+        })
+    };
+    let named_at =
+        |at: i64| move |node: usize, t: i64| if node == 4 && t >= at { 95.0 } else { 0.0 };
+    let got = run(&named_at(stall_at));
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node04", Tier::Drain)], "{got:?}");
+    assert!(got[0].detected_at - (START + stall_at) <= 60, "{got:?}");
+    assert_eq!(got[0].metrics, ["DCGM_FI_DEV_XID_ERRORS", "gpu_power"]);
+    // No XID: a job-wide phase (or the user's deadlock) names no node.
+    assert_eq!(run(&|_, _| 0.0), []);
+    // The XID came 7 minutes before the stall: it did not cause it.
+    assert_eq!(run(&named_at(300)), []);
+    // Two nodes' drivers named their hardware: the stall does not say which.
+    let two = |node: usize, t: i64| {
+        if (node == 4 || node == 6) && t >= stall_at {
+            79.0
+        } else {
+            0.0
+        }
+    };
+    assert_eq!(run(&two), []);
+}
+
+#[test]
 fn a_node_that_stops_while_rank_0_writes_a_checkpoint_is_not_called_and_one_that_stays_stopped_is()
 {
     // No XID gauge. From minute 12 to 16 node 0 writes a checkpoint alone

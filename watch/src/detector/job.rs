@@ -6,6 +6,7 @@ use super::near_peak::{Fit, NearPeak};
 use super::peers::{self, MetricStep};
 use super::rules::{Direction, MetricRule};
 use super::small;
+use super::stall;
 use super::xid::{XidGauges, XidReading};
 use crate::{Detection, Tier};
 use lemonade_config::WatchSettings;
@@ -135,6 +136,9 @@ pub struct Job {
     left_bar: Vec<bool>,
     /// Each node's XID gauge, if exported.
     xids: XidGauges,
+    /// The node whose hardware XID came as the job stalled, the steps in a
+    /// row the stall has held, and when it began (x).
+    stall_named: Option<(usize, u32, i64)>,
     /// `values[metric * nodes + node]` of the current step; NaN for called nodes.
     values: Vec<f64>,
     /// The same for called nodes only, judged against the others' levels.
@@ -220,6 +224,7 @@ impl Job {
             held_bar: Vec::new(),
             left_bar: Vec::new(),
             xids: XidGauges::default(),
+            stall_named: None,
             values: Vec::new(),
             called_values: Vec::new(),
         }
@@ -245,7 +250,7 @@ impl Job {
             && self.learned
             && self.resumed_at.is_some_and(|at| time - at <= RESTART_GAP_S);
         if !cfg.xid_metric.is_empty() && *metric == *cfg.xid_metric {
-            self.xids.observe(node, value, &cfg.hardware_xids);
+            self.xids.observe((node, time), value, &cfg.hardware_xids);
         }
         let metric = self.metric(metric, cfg);
         let row = &mut self.series[node];
@@ -308,11 +313,53 @@ impl Job {
         if !self.learned && !self.warm_up(end, cfg) {
             return;
         }
+        if self.stall_named_by_driver(end, trigger, cfg, out) {
+            return;
+        }
         if self.nodes.len() <= cfg.small_job_max_nodes {
             self.small_step(end, trigger, cfg, scratch, out);
         } else {
             self.peer_step(trigger, cfg, scratch, out);
         }
+    }
+
+    /// (x) Drains the node whose XID gauge alone named a hardware XID as the
+    /// whole job stalled ([`stall::others_stalled`] on a metric of the
+    /// nodes' own work), once the stall has held `DRIVER_NAMED_STEPS`: its
+    /// rank hung and the others wait for it, so nothing else sets it apart.
+    /// Returns whether it drained.
+    fn stall_named_by_driver(
+        &mut self,
+        end: i64,
+        trigger: i64,
+        cfg: &WatchSettings,
+        out: &mut Vec<Detection>,
+    ) -> bool {
+        let nodes = self.nodes.len();
+        let stalled = self.xids.named_alone().and_then(|(node, _, xid_at)| {
+            let metric = self.metrics.iter().enumerate().find_map(|(m, metric)| {
+                let baseline = metric.baseline.as_ref()?;
+                let values = &self.values[m * nodes..(m + 1) * nodes];
+                stall::others_stalled(&metric.rule, baseline, values, node, cfg)
+                    .then(|| metric.name.to_string())
+            })?;
+            Some((node, xid_at, metric))
+        });
+        let Some((node, xid_at, metric)) = stalled else {
+            self.stall_named = None;
+            return false;
+        };
+        let (steps, since) = match self.stall_named {
+            Some((n, steps, since)) if n == node => (steps + 1, since),
+            _ => (1, end),
+        };
+        self.stall_named = Some((node, steps, since));
+        if steps < DRIVER_NAMED_STEPS || !stall::came_with(xid_at, since) {
+            return false;
+        }
+        let metrics = vec![cfg.xid_metric.clone(), metric];
+        self.call(node, trigger, (metrics, 0.0, Tier::Drain), out);
+        true
     }
 
     /// Starts the warm-up over from `end`, forgetting any node's run towards

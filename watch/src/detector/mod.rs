@@ -13,6 +13,7 @@ mod peers;
 mod rules;
 mod series;
 mod small;
+mod stall;
 mod xid;
 
 pub use rules::{Direction, MetricRule};

@@ -33,14 +33,15 @@ pub struct XidGauges {
 #[derive(Debug, Clone, Copy)]
 struct Gauge {
     last: f64,
-    hardware: Option<u32>,
+    /// The hardware XID that appeared during the job, and when it was read.
+    hardware: Option<(u32, i64)>,
     garbled: bool,
 }
 
 impl XidGauges {
-    /// Takes one reading of `node`'s gauge; `hardware` lists the XIDs that
-    /// say the GPU failed (`[watch] hardware_xids`).
-    pub fn observe(&mut self, node: usize, value: f64, hardware: &[u32]) {
+    /// Takes one reading of `node`'s gauge at `time`; `hardware` lists the
+    /// XIDs that say the GPU failed (`[watch] hardware_xids`).
+    pub fn observe(&mut self, (node, time): (usize, i64), value: f64, hardware: &[u32]) {
         if self.nodes.len() <= node {
             self.nodes.resize(node + 1, None);
         }
@@ -52,7 +53,9 @@ impl XidGauges {
         });
         gauge.garbled |= value != 0.0 && as_xid(value).is_none();
         if gauge.hardware.is_none() {
-            gauge.hardware = changed_to(gauge.last).filter(|xid| hardware.contains(xid));
+            gauge.hardware = changed_to(gauge.last)
+                .filter(|xid| hardware.contains(xid))
+                .map(|xid| (xid, time));
         }
         gauge.last = value;
     }
@@ -62,12 +65,27 @@ impl XidGauges {
     pub fn reading(&self, node: usize, fresh: bool) -> XidReading {
         match self.nodes.get(node).copied().flatten() {
             Some(Gauge {
-                hardware: Some(xid),
+                hardware: Some((xid, _)),
                 ..
             }) => XidReading::Hardware(xid),
             Some(gauge) if fresh && !gauge.garbled => XidReading::NoHardware,
             _ => XidReading::Unknown,
         }
+    }
+}
+
+impl XidGauges {
+    /// The one node whose gauge named a hardware XID during the job, with
+    /// the XID and when it was first read; `None` when none did, or more
+    /// than one (then the driver does not say which broke the job).
+    pub fn named_alone(&self) -> Option<(usize, u32, i64)> {
+        let mut named = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(node, g)| g.and_then(|g| g.hardware).map(|(xid, t)| (node, xid, t)));
+        let first = named.next()?;
+        named.next().is_none().then_some(first)
     }
 }
 
@@ -84,8 +102,8 @@ mod tests {
 
     fn gauges(readings: &[f64]) -> XidGauges {
         let mut g = XidGauges::default();
-        for &v in readings {
-            g.observe(0, v, HARDWARE);
+        for (t, &v) in readings.iter().enumerate() {
+            g.observe((0, t as i64 * 10), v, HARDWARE);
         }
         g
     }
@@ -96,6 +114,17 @@ mod tests {
         assert_eq!(g.reading(0, true), XidReading::Hardware(79));
         // Kept after the gauge goes silent with the GPU.
         assert_eq!(g.reading(0, false), XidReading::Hardware(79));
+    }
+
+    #[test]
+    fn the_driver_names_a_node_alone_only_when_no_other_gauge_names_hardware_too() {
+        let mut g = gauges(&[0.0, 0.0, 79.0]);
+        g.observe((1, 0), 0.0, HARDWARE);
+        g.observe((1, 30), 13.0, HARDWARE);
+        assert_eq!(g.named_alone(), Some((0, 79, 20)));
+        g.observe((1, 40), 48.0, HARDWARE);
+        assert_eq!(g.named_alone(), None);
+        assert_eq!(XidGauges::default().named_alone(), None);
     }
 
     #[test]
