@@ -825,6 +825,35 @@ fn a_job_that_stalls_as_one_nodes_driver_names_its_hardware_drains_that_node_wit
 }
 
 #[test]
+fn in_a_three_node_job_a_stopped_node_whose_xid_gauge_names_a_dead_gpu_is_drained_within_a_minute()
+{
+    // Node 2's GPU fell off the bus at minute 12: its ranks exited, and
+    // the other two spin in the collective at three quarters of their
+    // power (not a stall of the whole job: (x) has no say).
+    let metrics = ["gpu_util", "gpu_power", "DCGM_FI_DEV_XID_ERRORS"];
+    let run = |xid: f64| {
+        calls_of(3, 30, &metrics, |node, t, m| {
+            match (m, node == 2, t >= 720) {
+                ("DCGM_FI_DEV_XID_ERRORS", true, true) => xid,
+                ("DCGM_FI_DEV_XID_ERRORS", _, _) => 0.0,
+                ("gpu_util", true, true) => 1.0,
+                ("gpu_power", true, true) => 600.0,
+                ("gpu_power", false, true) => 3000.0,
+                ("gpu_power", _, false) => 4000.0,
+                _ => 97.0,
+            }
+        })
+    };
+    // The driver names the dead GPU: no peer can be the one that broke.
+    let got = run(79.0);
+    let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
+    assert_eq!(called, [("node02", Tier::Drain)], "{got:?}");
+    assert!(got[0].detected_at - (START + 720) <= 60, "{got:?}");
+    // A fresh gauge with no XID: the user's ranks exited there.
+    assert_eq!(run(0.0), []);
+}
+
+#[test]
 fn a_node_that_stops_while_rank_0_writes_a_checkpoint_is_not_called_and_one_that_stays_stopped_is()
 {
     // No XID gauge. From minute 12 to 16 node 0 writes a checkpoint alone

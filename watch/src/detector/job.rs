@@ -65,8 +65,7 @@ impl Evidence {
     /// The node stopped, or one of its GPUs did, or its GPUs spin, and
     /// its XID gauge names a hardware XID: the driver has said what broke.
     fn driver_named(&self) -> bool {
-        (self.stopped || self.gpu_stopped || self.spinning)
-            && matches!(self.xid, XidReading::Hardware(_))
+        driver_named((self.stopped, self.gpu_stopped, self.spinning), self.xid)
     }
 
     /// How long the node must stay stopped before it is called
@@ -187,6 +186,13 @@ fn stop_wait_s(
         XidReading::Unknown if stopped => Some(cfg.unexplained_stop_s),
         _ => Some(0),
     }
+}
+
+/// Whether a node that `stopped`, or one of whose GPUs stopped, or whose
+/// GPUs spin, has an XID gauge naming a hardware XID: the driver has said
+/// what broke, in a job of any size.
+fn driver_named((stopped, gpu_stopped, spinning): (bool, bool, bool), xid: XidReading) -> bool {
+    (stopped || gpu_stopped || spinning) && matches!(xid, XidReading::Hardware(_))
 }
 
 /// Buffers shared by every job's steps.
@@ -1087,16 +1093,26 @@ impl Job {
             let Some(wait) = stop_wait_s((stopped[node], gpu_stopped[node]), xid, cfg) else {
                 continue;
             };
-            if end - since >= cfg.small_job_sustain_s.max(wait) {
+            // (y) With two or three machines the one that stands apart may
+            // be waiting for a broken peer, unless its driver names its own
+            // hardware: then it is called as soon as in a larger job.
+            let named = driver_named((stopped[node], gpu_stopped[node], spinning[node]), xid);
+            let due = if named {
+                i64::from(DRIVER_NAMED_STEPS) * cfg.interval_s
+            } else {
+                cfg.small_job_sustain_s.max(wait)
+            };
+            if end - since >= due {
                 metrics.sort();
                 let names = metrics.into_iter().map(|(_, n)| n).collect();
                 let hung_in_code = spinning[node] && xid == XidReading::NoHardware;
-                let tier =
-                    if !hung_in_code && cfg.small_job_drain_ratio.is_some_and(|bar| ratio >= bar) {
-                        Tier::Drain
-                    } else {
-                        Tier::Report
-                    };
+                let by_ratio =
+                    !hung_in_code && cfg.small_job_drain_ratio.is_some_and(|bar| ratio >= bar);
+                let tier = if named || by_ratio {
+                    Tier::Drain
+                } else {
+                    Tier::Report
+                };
                 self.call(node, trigger, (names, ratio, tier), out);
             }
         }
