@@ -692,6 +692,32 @@ fn a_node_one_of_whose_gpus_stops_is_not_called_when_its_fresh_xid_gauge_names_n
     assert_eq!(run_on(&metrics[..3], Config::default(), 0.0), drained);
 }
 
+/// The metrics of [`node_4_spins`]: utilisation, memory traffic, power
+/// and the XID gauge.
+const SPINNING_METRICS: [&str; 4] = [
+    "gpu_util",
+    "gpu_mem_util",
+    "gpu_power",
+    "DCGM_FI_DEV_XID_ERRORS",
+];
+
+/// From minute 12 node 4's GPUs spin: full utilisation, no memory
+/// traffic, a quarter of the power, while the other nodes go on working.
+/// Its XID gauge then reads `xid(seconds since start)`; every other
+/// gauge, and its own before, reads 0.
+fn node_4_spins(xid: impl Fn(i64) -> f64) -> impl Fn(usize, i64, &str) -> f64 {
+    move |node, t, m| match (m, node == 4 && t >= 720) {
+        ("DCGM_FI_DEV_XID_ERRORS", true) => xid(t),
+        ("DCGM_FI_DEV_XID_ERRORS", false) => 0.0,
+        ("gpu_util", true) => 100.0,
+        ("gpu_mem_util", true) => 0.5,
+        ("gpu_mem_util", false) => 40.0,
+        ("gpu_power", true) => 1000.0,
+        ("gpu_power", false) => 4000.0,
+        _ => 97.0,
+    }
+}
+
 #[test]
 fn a_node_whose_gpus_spin_while_its_peers_work_is_reported_not_drained_when_its_fresh_xid_gauge_names_none(
 ) {
@@ -699,26 +725,9 @@ fn a_node_whose_gpus_spin_while_its_peers_work_is_reported_not_drained_when_its_
     // traffic, a quarter of the power, while the other nodes go on
     // working. A replica of an inference sweep hung in the user's code,
     // or one whose NVLink broke; only the driver's XID tells them apart.
-    let metrics = [
-        "gpu_util",
-        "gpu_mem_util",
-        "gpu_power",
-        "DCGM_FI_DEV_XID_ERRORS",
-    ];
-    let spinning = |xid_at_spin: f64| {
-        move |node: usize, t: i64, m: &str| match (m, node == 4 && t >= 720) {
-            ("DCGM_FI_DEV_XID_ERRORS", true) => xid_at_spin,
-            ("DCGM_FI_DEV_XID_ERRORS", false) => 0.0,
-            ("gpu_util", true) => 100.0,
-            ("gpu_mem_util", true) => 0.5,
-            ("gpu_mem_util", false) => 40.0,
-            ("gpu_power", true) => 1000.0,
-            ("gpu_power", false) => 4000.0,
-            _ => 97.0,
-        }
-    };
+    let metrics = SPINNING_METRICS;
     let run_on = |metrics: &[&str], config: Config, xid: f64| {
-        let got = calls_with(config, NODES, 30, 10, metrics, spinning(xid));
+        let got = calls_with(config, NODES, 30, 10, metrics, node_4_spins(move |_| xid));
         got.iter()
             .map(|d| (d.node.clone(), d.tier))
             .collect::<Vec<_>>()
@@ -757,25 +766,9 @@ fn a_reported_node_is_drained_within_a_minute_once_its_xid_gauge_names_the_hardw
     // it is reported; at minute 20 the driver logs XID 74 for the NVLink
     // that hung it. The drain must not wait `drain_after_s` again: the
     // job may be killed before that.
-    let metrics = [
-        "gpu_util",
-        "gpu_mem_util",
-        "gpu_power",
-        "DCGM_FI_DEV_XID_ERRORS",
-    ];
     let xid_at = 1200;
-    let got = calls(30, &metrics, |node, t, m| {
-        match (m, node == 4 && t >= 720) {
-            ("DCGM_FI_DEV_XID_ERRORS", true) if t >= xid_at => 74.0,
-            ("DCGM_FI_DEV_XID_ERRORS", _) => 0.0,
-            ("gpu_util", true) => 100.0,
-            ("gpu_mem_util", true) => 0.5,
-            ("gpu_mem_util", false) => 40.0,
-            ("gpu_power", true) => 1000.0,
-            ("gpu_power", false) => 4000.0,
-            _ => 97.0,
-        }
-    });
+    let xid = |t: i64| if t >= xid_at { 74.0 } else { 0.0 };
+    let got = calls(30, &SPINNING_METRICS, node_4_spins(xid));
     let called: Vec<(&str, Tier)> = got.iter().map(|d| (d.node.as_str(), d.tier)).collect();
     assert_eq!(
         called,
